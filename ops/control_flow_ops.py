@@ -350,6 +350,7 @@ def _while_grad(op, *grads):
     from tfplus.gradients import gradients
     from tfplus.ops.array_ops import gather, zeros_like
     from tfplus.ops.math_ops import add, greater, subtract
+    from tfplus.tensor_shape import TensorShape
     body, n_cond = op.attrs["body"], op.attrs["n_cond"]
     n = len(op.attrs["T"])
     if any(g is not None for g in grads[n:]):
@@ -366,6 +367,13 @@ def _while_grad(op, *grads):
         more = {m for k in fk for m in deps[k] if loop_in[m].dtype.is_floating} - set(fk)
         fk, grown = sorted(set(fk) | more), bool(more)
     used = set().union(*(deps[k] for k in fk)) if fk else set()
+    growing = set(fk) & getattr(op, "growing_arrays", set())
+    if growing:
+        from tfplus.unsupported import UnsupportedError
+        raise UnsupportedError(
+            f"While '{op.name}': the gradient through a tf.TensorArray(dynamic_size=True) written in the loop is "
+            f"not supported (loop variable {min(growing)}: its rows grow each iteration); give the array a fixed "
+            "size, the loop's iteration count, and no dynamic_size")
     fc = [m for m, c in enumerate(caps) if c.dtype.is_floating]
     if not fk and not fc:
         return [None] * len(op.inputs)
@@ -386,7 +394,12 @@ def _while_grad(op, *grads):
     with op.graph.as_default():
         dy0 = [zeros_like(op.outputs[k]) if grads[k] is None else grads[k] for k in fk]
         dc0 = [zeros_like(caps[m]) for m in fc]
-        out = while_loop(lambda j, *acc: greater(j, 0), body_fn, [count] + dy0 + dc0,
+        # A loop variable of no fixed shape (a TensorArray its first write fills) has a gradient of none either.
+        shapes = [op.attrs["output_shapes"][k] for k in fk]
+        invariants = [TensorShape(t._shape) for t in [count] + dy0 + dc0]
+        invariants[1:1 + len(fk)] = [TensorShape(None) if s is None else i
+                                     for s, i in zip(shapes, invariants[1:1 + len(fk)])]
+        out = while_loop(lambda j, *acc: greater(j, 0), body_fn, [count] + dy0 + dc0, invariants,
                          return_same_structure=True, name="while_grad")
     result = [None] * len(op.inputs)
     for k, d in zip(fk, out[1:1 + len(fk)]):
@@ -465,6 +478,13 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             "T": [t.dtype for t in tensors], "cond": cond_g, "body": body_g, "n_cond": len(cond_g.captured),
             "output_shapes": shapes, "parallel_iterations": int(parallel_iterations)}, "While")
         finals = op.outputs[:len(tensors)]
+        op.growing_arrays = {k for k, v in enumerate(leaves) if isinstance(v, TensorArray) and v._dynamic}
+        for v, y, final in zip(leaves, body_g.outputs, finals):
+            if isinstance(v, TensorArray) and y._shape is not None and len(y._shape) > 0:
+                # An array's elements keep the shape its writes gave (TF infers element_shape from them); only
+                # a growing array's length is unknown.
+                final.set_shape([None if v._dynamic else constant_value(v._fill_to)] + list(y._shape[1:])
+                                if v._fill_to is not None or v._dynamic else y._shape)
         if not back_prop:
             from tfplus.ops.array_ops import stop_gradient
             finals = [stop_gradient(t) for t in finals]
@@ -596,6 +616,14 @@ class TensorArray:
         value = convert_to_tensor(value, dtype=self._dtype)
         index = convert_to_tensor(index)
         flow = self._flow_for(shape(value), "write")
+        held = None if flow._shape is None or flow._shape == (0,) else tuple(flow._shape[1:])
+        if held is not None and value._shape is not None and None not in held + tuple(value._shape) \
+                and held != tuple(value._shape):
+            from tfplus.unsupported import UnsupportedError
+            raise UnsupportedError(
+                f"tf.TensorArray.write: element {fmt(value._shape)} into an array of {fmt(held)} elements: tfplus's "
+                "TensorArray holds elements of one shape (infer_shape=False arrays of ragged elements are not "
+                "supported); pad the elements to one shape, or collect them in a Python list and tf.concat it")
         if self._dynamic or self._fill_to is not None:
             # NOTE: an empty flow ([0]) takes the element's shape by the reshape; then rows are added up to index
             # (a growing array) or to its size (a fixed-size one whose first write this may be)
@@ -607,6 +635,9 @@ class TensorArray:
         written = select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name)
         if not (self._dynamic or self._fill_to is not None):
             written.set_shape(flow.shape)  # a write keeps the array's shape (a loop variable's invariant)
+        elif value._shape is not None:  # the element's shape is the written value's
+            rows = None if self._dynamic else constant_value(self._fill_to)
+            written.set_shape([None if rows is None else int(rows)] + list(value._shape))
         return self._with_flow(written)
 
     def stack(self, name=None) -> Tensor:
@@ -616,6 +647,16 @@ class TensorArray:
     def gather(self, indices, name=None) -> Tensor:
         from tfplus.ops.array_ops import gather
         return gather(self._filled("gather"), indices, name=name)
+
+    def concat(self, name=None) -> Tensor:
+        """The elements joined along their first axis (TF's; they are of one shape here)."""
+        from tfplus.ops.array_ops import concat, reshape, shape
+        flow = self._filled("concat")
+        out = reshape(flow, concat([[-1], shape(flow)[2:]], 0), name=name)
+        if flow._shape is not None and len(flow._shape) > 1:
+            rows = None if None in flow._shape[:2] else flow._shape[0] * flow._shape[1]
+            out.set_shape([rows] + list(flow._shape[2:]))
+        return out
 
     def unstack(self, value, name=None) -> TensorArray:
         return self._with_flow(convert_to_tensor(value, dtype=self._dtype))

@@ -1497,7 +1497,88 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
         return squeeze(y, [axis])
 
 
-__all__ += ["batch_normalization"]
+def _depth_windows(x, k: int, stride: int, padding: str, what: str, pad_value=0.0):
+    """The frames of x (N, D, H, W, C) each of a depth window's k offsets reads, for every output depth: k
+    tensors (N, D_out, H, W, C), x padded along D as TF pads SAME (the extra frame after). tfplus's 3-D
+    windows are 2-D ones over frames folded into the batch."""
+    from tfplus.ops.array_ops import pad, strided_slice
+    depth = x.shape.as_list()[1]
+    if depth is None:
+        raise ValueError(f"{what}: the depth (axis 1) of '{x.name}' {x.shape} must be known when the graph is built")
+    out = -(-depth // stride) if padding == "SAME" else (depth - k) // stride + 1
+    if out < 1:
+        raise ValueError(f"{what}: a window of depth {k} does not fit the input's depth {depth} (VALID padding)")
+    total = max((out - 1) * stride + k - depth, 0) if padding == "SAME" else 0
+    if total:
+        x = pad(x, [[0, 0], [total // 2, total - total // 2], [0, 0], [0, 0], [0, 0]], constant_values=pad_value)
+    return [strided_slice(x, [0, i, 0, 0, 0], [0, i + (out - 1) * stride + 1, 0, 0, 0], [1, stride, 1, 1, 1],
+                          begin_mask=29, end_mask=29) for i in range(k)]
+
+
+def _fold(frames, fn):
+    """fn of (N * D, H, W, C) frames, unfolded back to (N, D, H', W', C')."""
+    from tfplus.ops.array_ops import concat, reshape, shape
+    n, d = shape(frames)[:1], frames.shape.as_list()[1]
+    folded = reshape(frames, concat([[-1], shape(frames)[2:]], 0))
+    folded.set_shape([None] + frames.shape.as_list()[2:])
+    y = fn(folded)
+    out = reshape(y, concat([n, [d], shape(y)[1:]], 0))
+    out.set_shape([frames.shape.as_list()[0], d] + y.shape.as_list()[1:])
+    return out
+
+
+def _check_3d(x, strides, data_format, dilations, what):
+    if data_format != "NDHWC":
+        raise ValueError(f"{what}: data_format {data_format!r} is not supported; tfplus takes 'NDHWC'")
+    if dilations is not None and any(int(r) != 1 for r in dilations):
+        raise ValueError(f"{what}: dilations {list(dilations)} are not supported; tfplus's 3-D windows are dense")
+    strides = [int(v) for v in strides]
+    if len(strides) != 5 or strides[0] != 1 or strides[4] != 1:
+        raise ValueError(f"{what}: strides {strides} must be [1, depth, height, width, 1]")
+    if x.shape.ndims != 5:
+        raise ValueError(f"{what}: input '{x.name}' must be rank 5 (batch, depth, height, width, channels), got "
+                         f"{x.shape}")
+    return strides
+
+
+def conv3d(input, filter, strides, padding, data_format="NDHWC", dilations=(1, 1, 1, 1, 1), name=None):  # noqa: A002
+    """3-D convolution (C3D's): for each of the filter's kd depth offsets a Conv2D of the frames it reads
+    (folded into the batch) with that slice of the filter, summed; filter (kd, kh, kw, in, out). Its gradients
+    are Conv2D's and the slices'.
+
+        y = tf.nn.conv3d(clips, w, [1, 1, 1, 1, 1], "SAME")   # clips (N, D, H, W, C)
+    """
+    from tfplus.ops.math_ops import add_n
+    with name_scope(name, "Conv3D"):
+        x, f = convert_to_tensor(input), convert_to_tensor(filter)
+        strides = _check_3d(x, strides, data_format, dilations, "tf.nn.conv3d")
+        kd = f.shape.as_list()[0]
+        if f.shape.ndims != 5 or kd is None:
+            raise ValueError(f"tf.nn.conv3d: filter '{f.name}' must be rank 5 (kd, kh, kw, in, out) of known depth, "
+                             f"got {f.shape}")
+        frames = _depth_windows(x, kd, strides[1], padding, "tf.nn.conv3d")
+        return add_n([_fold(fr, lambda t, i=i: conv2d(t, f[i], [1, strides[2], strides[3], 1], padding))
+                      for i, fr in enumerate(frames)])
+
+
+def max_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None):  # noqa: A002
+    """3-D max pooling: the maximum over a window's depth offsets of MaxPool over the frames each reads (SAME's
+    padded frames are -inf, so they never win)."""
+    from tfplus.ops.math_ops import maximum
+    with name_scope(name, "MaxPool3D"):
+        x = convert_to_tensor(input)
+        strides = _check_3d(x, strides, data_format, None, "tf.nn.max_pool3d")
+        ksize = [int(v) for v in ksize]
+        frames = _depth_windows(x, ksize[1], strides[1], padding, "tf.nn.max_pool3d", float("-inf"))
+        pooled = [_fold(fr, lambda t: max_pool(t, [1, ksize[2], ksize[3], 1], [1, strides[2], strides[3], 1],
+                                               padding)) for fr in frames]
+        out = pooled[0]
+        for p in pooled[1:]:
+            out = maximum(out, p)
+        return out
+
+
+__all__ += ["batch_normalization", "conv3d", "max_pool3d"]
 
 
 def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:

@@ -415,6 +415,22 @@ def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None) -> Tenso
         return m.div_no_nan(total, m.sqrt(m.maximum(count, m.cast(1, data.dtype))))
 
 
+def _sparse_segment(unsorted, tf_name: str):
+    def fn(data, indices, segment_ids, name=None, num_segments=None) -> Tensor:
+        with name_scope(name, tf_name):
+            ids = _index_tensor(segment_ids)
+            num = m.add(math_ops.reduce_max(ids), 1) if num_segments is None else num_segments
+            return unsorted(array_ops.gather(data, indices), ids, num)
+    fn.__doc__ = (f"tf.{tf_name}: the rows data[indices] reduced over segment_ids into segments 0 .. max(ids) "
+                  "(num_segments of them where given); an empty segment gives 0.")
+    return fn
+
+
+sparse_segment_sum = _sparse_segment(math_ops.unsorted_segment_sum, "SparseSegmentSum")
+sparse_segment_mean = _sparse_segment(unsorted_segment_mean, "SparseSegmentMean")
+sparse_segment_sqrt_n = _sparse_segment(unsorted_segment_sqrt_n, "SparseSegmentSqrtN")
+
+
 def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dt.int32, name=None) -> Tensor:
     """How often each value 0 .. max(arr) occurs in the non-negative ints `arr` (the sum of their `weights`),
     at least `minlength` and at most `maxlength` bins (larger values are dropped)."""
@@ -568,8 +584,9 @@ def tensor_scatter_nd_update(tensor, indices, updates, name=None) -> Tensor:
 __all__ = [w for w, *_ in _UNARY.values()] + [w for w, *_ in _BINARY.values()] + [
     "betainc", "cumprod", "unique", "unique_with_counts", "unsorted_segment_max", "unsorted_segment_min",
     "unsorted_segment_prod", "unsorted_segment_mean", "unsorted_segment_sqrt_n", "segment_max", "segment_min",
-    "segment_prod", "searchsorted", "bincount", "histogram_fixed_width", "polyval", "lbeta", "bessel_i0",
-    "bessel_i1", "reciprocal_no_nan", "multiply_no_nan", "reduce_euclidean_norm", "is_non_decreasing",
+    "segment_prod", "sparse_segment_sum", "sparse_segment_mean", "sparse_segment_sqrt_n", "searchsorted",
+    "bincount", "histogram_fixed_width", "polyval", "lbeta", "bessel_i0", "bessel_i1", "reciprocal_no_nan",
+    "multiply_no_nan", "reduce_euclidean_norm", "is_non_decreasing",
     "is_strictly_increasing", "roll", "tensor_scatter_nd_add", "tensor_scatter_nd_sub", "tensor_scatter_nd_update"]
 
 

@@ -1101,11 +1101,17 @@ SCRIPTS = {f.__name__: f for f in (mnist_softmax, deep_mnist, cifar10, word2vec_
                                    birnn_classifier, nearest_neighbor_logreg)}
 
 
-def run_script(tf, name: str, feeder: Feeder) -> dict:
-    """Runs script `name` in a fresh default graph of `tf`."""
-    tf.reset_default_graph()
-    with tf.Graph().as_default():
-        return SCRIPTS[name](tf, feeder)
+def script_runner(scripts: dict):
+    """The driver of a file of scripts: run(tf, name, feeder) runs `scripts[name]` in a fresh default graph of
+    `tf` (what check_against_tensorflow calls)."""
+    def run(tf, name: str, feeder: Feeder) -> dict:
+        tf.reset_default_graph()
+        with tf.Graph().as_default():
+            return scripts[name](tf, feeder)
+    return run
+
+
+run_script = script_runner(SCRIPTS)
 
 
 def compare(want: dict, got: dict, rtol=2e-4, atol=2e-5) -> list[str]:

@@ -125,6 +125,13 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                   invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan,
                   segment_sum=composite_ops.segment_sum, segment_mean=composite_ops.segment_mean,
                   top_k=nn.top_k)
+from tfplus import quantization as _quantization  # noqa: E402
+
+quantization = _namespace("tf.quantization", **{n: getattr(_quantization, n) for n in (
+    "fake_quant_with_min_max_args", "fake_quant_with_min_max_vars", "fake_quant_with_min_max_vars_per_channel")})
+fake_quant_with_min_max_args = _quantization.fake_quant_with_min_max_args
+fake_quant_with_min_max_vars = _quantization.fake_quant_with_min_max_vars
+fake_quant_with_min_max_vars_per_channel = _quantization.fake_quant_with_min_max_vars_per_channel
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
                     shuffle=random_shuffle, gamma=random_ops.random_gamma, poisson=random_ops.random_poisson,
@@ -280,7 +287,7 @@ python_io = _namespace("tf.python_io", TFRecordWriter=_tfrecord.TFRecordWriter,
                        tf_record_iterator=_tfrecord.tf_record_iterator)
 strings = _namespace("tf.strings", **{n: getattr(_string_ops, n) for n in (
     "split", "to_number", "join", "reduce_join", "length", "substr", "regex_replace", "regex_full_match", "lower",
-    "upper", "strip", "as_string", "encode_base64", "decode_base64")})
+    "upper", "strip", "as_string", "encode_base64", "decode_base64", "ngrams")})
 # tf.train's Example protos and tf.nn.embedding_lookup_sparse live with the input pipelines; tfplus.train and
 # tfplus.nn are given them here, so that those modules stay free of records and sparse tensors.
 for _n in ("BytesList", "FloatList", "Int64List", "Feature", "Features", "FeatureList", "FeatureLists"):
@@ -339,6 +346,6 @@ from tfplus.variables import global_variables as all_variables  # noqa: E402,F40
 
 train.summary_iterator = _summary_iterator
 from tfplus.framework import colocate_with, container  # noqa: E402,F401
-from tfplus.gradients import RegisterGradient, custom_gradient, no_gradient  # noqa: E402,F401
+from tfplus.gradients import AggregationMethod, RegisterGradient, UnconnectedGradients, custom_gradient, no_gradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NoGradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NotDifferentiable  # noqa: E402,F401

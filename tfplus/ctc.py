@@ -12,12 +12,12 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
-from tfplus.ops import array_ops
+from tfplus.ops import array_ops, math_ops
 from tfplus.ops.ctc_ops import ctc_loss_op
 from tfplus.ops.host_ops import host_op
 from tfplus.sparse import SparseTensor
 
-__all__ = ["ctc_loss", "ctc_greedy_decoder", "ctc_beam_search_decoder", "ctc_beam_search_decoder_v2",
+__all__ = ["ctc_loss", "ctc_loss_v2", "ctc_greedy_decoder", "ctc_beam_search_decoder", "ctc_beam_search_decoder_v2",
            "edit_distance"]
 
 
@@ -39,6 +39,44 @@ def ctc_loss(labels, inputs=None, sequence_length=None, preprocess_collapse_repe
         loss, _ = ctc_loss_op(inputs, labels.indices, labels.values, sequence_length, preprocess_collapse_repeated,
                               ctc_merge_repeated, ignore_longer_outputs_than_inputs)
         return loss
+
+
+def ctc_loss_v2(labels, logits, label_length, logit_length, logits_time_major=True, unique=None, blank_index=None,
+                name=None) -> Tensor:
+    """TF 1.14's CTC interface: `labels` dense [batch, max_label_len] int with `label_length` (then the blank is
+    class 0 unless blank_index says), or a SparseTensor (then blank_index is required); logits time-major
+    unless logits_time_major=False. The loss per sequence [batch], ctc_loss's with the blank moved last.
+
+        >>> import tfplus as tf
+        >>> loss = tf.nn.ctc_loss_v2(tf.constant([[1, 2]]), tf.zeros([5, 1, 4]), tf.constant([2]), tf.constant([5]))
+    """
+    if unique is not None:
+        raise NotImplementedError("tf.nn.ctc_loss_v2: unique= (tf.nn.ctc_unique_labels' speed-up) is not supported; "
+                                  "leave it None: the loss is the same")
+    with name_scope(name, "ctc_loss_v2"):
+        logits = convert_to_tensor(logits)
+        classes = logits.shape.as_list()[2]
+        if isinstance(labels, SparseTensor):
+            if blank_index is None:
+                raise ValueError("tf.nn.ctc_loss_v2: blank_index is required when labels is a SparseTensor")
+        else:
+            from tfplus.nn_impl import sequence_mask
+            labels = convert_to_tensor(labels)
+            where = math_ops.where(sequence_mask(label_length, array_ops.shape(labels)[1]))
+            labels = SparseTensor(where, array_ops.gather_nd(labels, where),
+                                  array_ops.shape(labels, out_type=_dt.int64))
+            blank_index = 0 if blank_index is None else blank_index
+        if classes is None:
+            raise ValueError(f"tf.nn.ctc_loss_v2: logits '{logits.name}' need a known number of classes (last "
+                             "dimension) to place the blank")
+        blank = blank_index % classes
+        if blank != classes - 1:  # the blank moved last and the labels above it down one, as TF does
+            logits = array_ops.concat([logits[:, :, :blank], logits[:, :, blank + 1:],
+                                       logits[:, :, blank:blank + 1]], 2)
+            values = labels.values
+            labels = SparseTensor(labels.indices, math_ops.where_v2(values < blank, values, values - 1),
+                                  labels.dense_shape)
+        return ctc_loss(labels, logits, logit_length, time_major=logits_time_major)
 
 
 def ctc_greedy_decoder(inputs, sequence_length, merge_repeated=True, blank_index=None):

@@ -31,15 +31,35 @@ def _as_tensor_for_grad(x) -> Tensor:
     return convert_to_tensor(x)
 
 
+class AggregationMethod:
+    """TF's tf.AggregationMethod, accepted by tf.gradients: tfplus sums a tensor's gradients by AddN whichever
+    is asked (they differ in TF only in when the sums happen)."""
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+class UnconnectedGradients:
+    """TF's tf.UnconnectedGradients: what tf.gradients gives for an x that ys do not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
 def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, colocate_gradients_with_ops=False,
-              gate_gradients=False, aggregation_method=None):
-    """Returns d(sum ys)/dx for each x in xs; None where x does not affect ys. Every op it adds is marked
-    `backward` (what the memory planner and the profiler call the backward pass, whatever the scope's `name`).
+              gate_gradients=False, aggregation_method=None, unconnected_gradients=UnconnectedGradients.NONE):
+    """Returns d(sum ys)/dx for each x in xs; None where x does not affect ys (zeros of x's shape with
+    unconnected_gradients="zero"). Every op it adds is marked `backward` (what the memory planner and the
+    profiler call the backward pass, whatever the scope's `name`).
 
         >>> import tfplus as tf
         >>> x = tf.constant(3.0); y = x * x
         >>> [g] = tf.gradients(y, [x])   # g evaluates to 6.0
     """
+    unconnected = getattr(unconnected_gradients, "value", unconnected_gradients)  # TF's enum or its value
+    if unconnected not in (UnconnectedGradients.NONE, UnconnectedGradients.ZERO):
+        raise ValueError(f"tf.gradients: unconnected_gradients={unconnected_gradients!r}; it must be 'none' or "
+                         "'zero' (tf.UnconnectedGradients.NONE or .ZERO)")
     ys = [convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
     xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
     xs_t = [_as_tensor_for_grad(x) for x in xs_list]
@@ -87,6 +107,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
                         g.set_shape(t._shape)  # dx has x's shape: keep what is known of it (loop invariants)
                     grads.setdefault(t, []).append(g)
         out = [_aggregate(grads.get(x), math_ops) if x in grads else None for x in xs_t]
+        if unconnected == UnconnectedGradients.ZERO:
+            out = [array_ops.zeros_like(x) if g is None else g for g, x in zip(out, xs_t)]
     for op in graph.get_operations()[first:]:
         op.backward = True
     return out

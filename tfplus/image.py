@@ -530,22 +530,30 @@ transpose = transpose_image
 
 
 def rot90(image, k=1, name=None) -> Tensor:
-    """The image rotated counter-clockwise by k quarter turns (k a Python int or a constant)."""
+    """The image rotated counter-clockwise by k quarter turns (k a Python int, or a tensor: then a tf.case over
+    the four turns, with TF's unknown height and width)."""
     with name_scope(name, "rot90"):
         image = _image(image, "rot90")
         turns = constant_value(k) if isinstance(k, Tensor) else k
-        if turns is None:
-            raise ValueError(f"tf.image.rot90: k ('{k.name}') must be known when the graph is built; tfplus has "
-                             "no tf.case over the four turns: pass a Python int")
-        h, w = image.shape.ndims - 3, image.shape.ndims - 2  # the height and width axes
-        turns = int(turns) % 4
-        if turns == 1:
-            return transpose_image(composite_ops.reverse(image, [w]))
-        if turns == 2:
-            return composite_ops.reverse(image, [h, w])
-        if turns == 3:
-            return composite_ops.reverse(transpose_image(image), [w])
-        return image
+        if turns is not None:
+            return _quarter_turns(image, int(turns) % 4)
+        from tfplus.ops.control_flow_ops import case
+        k = math_ops.floormod(convert_to_tensor(k, dtype=_dt.int32), 4)
+        out = case([(math_ops.equal(k, n), lambda n=n: _quarter_turns(image, n)) for n in range(1, 4)],
+                   default=lambda: image, exclusive=True)
+        out.set_shape(image.shape.as_list()[:-3] + [None, None] + image.shape.as_list()[-1:])
+        return out
+
+
+def _quarter_turns(image, turns: int) -> Tensor:
+    h, w = image.shape.ndims - 3, image.shape.ndims - 2  # the height and width axes
+    if turns == 1:
+        return transpose_image(composite_ops.reverse(image, [w]))
+    if turns == 2:
+        return composite_ops.reverse(image, [h, w])
+    if turns == 3:
+        return composite_ops.reverse(transpose_image(image), [w])
+    return image
 
 
 resize_with_crop_or_pad = resize_image_with_crop_or_pad

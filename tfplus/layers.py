@@ -25,10 +25,10 @@ from tfplus.ops import math_ops, nn_ops
 from tfplus.ops.array_ops import concat, expand_dims, identity, reshape, shape, squeeze, stack
 from tfplus.variables import VariableScope, get_variable, global_variables, variable_scope
 
-__all__ = ["dense", "conv1d", "conv2d", "conv2d_transpose", "separable_conv2d", "max_pooling1d", "max_pooling2d",
-           "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization", "Dense", "Conv1D",
-           "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
-           "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
+__all__ = ["dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "separable_conv2d", "max_pooling1d",
+           "max_pooling2d", "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization",
+           "Dense", "Conv1D", "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D",
+           "AveragePooling1D", "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
 
 
 def _pair(value, what: str) -> tuple[int, int]:
@@ -119,6 +119,33 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
         stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
         y = nn_ops.conv2d(inputs, kernel, stride4, _padding(padding), data_format=fmt, dilations=dilation_rate)
         return _finish(y, bias, activation, activity_regularizer, fmt)
+
+
+def conv3d(inputs, filters, kernel_size, strides=(1, 1, 1), padding="valid", data_format="channels_last",
+           dilation_rate=(1, 1, 1), activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
+           kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None) -> Tensor:
+    """3-D convolution (tf.nn.conv3d's); variables `<name>/kernel` [kd, kh, kw, in, filters] and `<name>/bias`
+    [filters]; channels last only."""
+    def triple(value, what):
+        value = (value,) * 3 if isinstance(value, int) else tuple(int(v) for v in value)
+        if len(value) != 3:
+            raise ValueError(f"conv3d: {what} must be an int or three ints, got {value}")
+        return value
+    if data_format != "channels_last":
+        raise ValueError(f"conv3d: data_format {data_format!r} is not supported; tfplus takes 'channels_last'")
+    inputs = convert_to_tensor(inputs)
+    n_in = inputs.shape[-1].value
+    if n_in is None:
+        raise ValueError(f"conv3d: the channel dimension of the inputs ({inputs.name}, shape {inputs.shape}) "
+                         "must be known")
+    with variable_scope(name, default_name="conv3d", reuse=reuse):
+        kernel, bias = _weights(list(triple(kernel_size, "kernel_size")) + [n_in, filters], inputs.dtype,
+                                kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, use_bias,
+                                trainable, filters)
+        y = nn_ops.conv3d(inputs, kernel, [1, *triple(strides, "strides"), 1], _padding(padding),
+                          dilations=[1, *triple(dilation_rate, "dilation_rate"), 1])
+        return _finish(y, bias, activation, activity_regularizer)
 
 
 def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",

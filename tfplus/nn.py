@@ -38,7 +38,7 @@ __getattr__ = _module_getattr(__name__, "tf.nn")
 # Ops TF1 lists under tf.nn but tfplus defines with the array and math ops.
 # TF1's tf.nn.rnn_cell module and the RNN drivers (tfplus.rnn).
 from tfplus import rnn as rnn_cell  # noqa: E402, F401
-from tfplus.ctc import ctc_beam_search_decoder, ctc_beam_search_decoder_v2, ctc_greedy_decoder, ctc_loss  # noqa: E402, F401
+from tfplus.ctc import ctc_beam_search_decoder, ctc_beam_search_decoder_v2, ctc_greedy_decoder, ctc_loss, ctc_loss_v2  # noqa: E402, F401
 from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
 from tfplus.ops.composite_ops import depth_to_space, space_to_depth  # noqa: E402, F401
 from tfplus.ops.math_ops import top_k  # noqa: E402, F401

@@ -85,12 +85,15 @@ class RNNCell:
         raise NotImplementedError
 
     def zero_state(self, batch_size, dtype):
-        """Zeros in the structure of state_size, each (batch_size, n)."""
+        """Zeros in the structure of state_size, each (batch_size, n), or (batch_size, *n) for a TensorShape n
+        (a convolutional cell's)."""
+        from tfplus.tensor_shape import TensorShape
         static = batch_size if isinstance(batch_size, int) else None
         with name_scope(f"{type(self).__name__}ZeroState"):
-            zeros = [array_ops.zeros(array_ops.stack([batch_size, n]), dtype) for n in _flatten(self.state_size)]
-            for z, n in zip(zeros, _flatten(self.state_size)):
-                z.set_shape([static, n])
+            dims = [n.as_list() if isinstance(n, TensorShape) else [n] for n in _flatten(self.state_size)]
+            zeros = [array_ops.zeros(array_ops.stack([batch_size] + d), dtype) for d in dims]
+            for z, d in zip(zeros, dims):
+                z.set_shape([static] + d)
             return _pack(self.state_size, zeros)
 
     def __call__(self, inputs, state, scope=None):
@@ -444,9 +447,17 @@ def _masked(step, mask, new, old):
     emits zeros after a sequence's end."""
     if mask is None:
         return new
-    keep = math_ops.subtract(1.0, mask)
-    return _pack(new, [math_ops.add(math_ops.multiply(mask, n), math_ops.multiply(keep, o))
+    return _pack(new, [math_ops.add(_rows(mask, n), _rows(math_ops.subtract(1.0, mask), o))
                        for n, o in zip(_flatten(new), _flatten(old))])
+
+
+def _rows(mask, x):
+    """mask (batch, 1) times x (batch, ...) row by row, whatever x's rank (a convolutional cell's (batch, h, w,
+    c) state)."""
+    rank = x.shape.ndims
+    if rank is not None and rank > 2:
+        mask = array_ops.reshape(mask, [-1] + [1] * (rank - 1))
+    return math_ops.multiply(mask, x)
 
 
 def _step_mask(sequence_length, t, dtype):
@@ -469,7 +480,7 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
             out, new = cell(x, state)
             mask = _step_mask(seq, t, out.dtype)
             state = _masked(t, mask, new, state)
-            outputs.append(out if mask is None else math_ops.multiply(mask, out))
+            outputs.append(out if mask is None else _rows(mask, out))
         return outputs, state
 
 
@@ -479,10 +490,12 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     (outputs in the same major order, the final state). Unrolled when the time dimension is known, a
     tf.while_loop otherwise."""
     x = convert_to_tensor(inputs)
-    if x.shape.ndims != 3:
-        raise ValueError(f"dynamic_rnn: inputs '{x.name}' must be rank 3 (batch, time, depth), got {x.shape}")
+    if x.shape.ndims is None or x.shape.ndims < 3:
+        raise ValueError(f"dynamic_rnn: inputs '{x.name}' must be rank 3 or more (batch, time, depth...), got "
+                         f"{x.shape}")
+    swap = [1, 0] + list(range(2, x.shape.ndims))  # batch and time (a convolutional cell's frames keep h, w, c)
     with variable_scope(scope or "rnn"):
-        xt = x if time_major else array_ops.transpose(x, [1, 0, 2])
+        xt = x if time_major else array_ops.transpose(x, swap)
         steps = xt.shape.as_list()[0]
         if steps is not None:
             outs, state = static_rnn(cell, array_ops.unstack(xt, steps), initial_state, dtype, sequence_length,
@@ -490,7 +503,7 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
             yt = array_ops.stack(outs)
         else:
             yt, state = _while_rnn(cell, xt, initial_state, dtype, sequence_length)
-        return (yt if time_major else array_ops.transpose(yt, [1, 0, 2])), state
+        return (yt if time_major else array_ops.transpose(yt, [1, 0] + list(range(2, yt.shape.ndims)))), state
 
 
 def _current_scope():
@@ -514,12 +527,12 @@ def _while_rnn(cell, xt, initial_state, dtype, sequence_length):
         out, new = cell(array_ops.gather(xt, t), st)
         mask = _step_mask(seq, t, out.dtype)
         new = _masked(t, mask, new, st)
-        out = out if mask is None else math_ops.multiply(mask, out)
+        out = out if mask is None else _rows(mask, out)
         return (math_ops.add(t, 1), out_ta.write(t, out)) + tuple(_flatten(new))
     final = while_loop(lambda t, *_: math_ops.less(t, steps), body, (convert_to_tensor(0), outputs) + tuple(flat),
                        return_same_structure=True)
     outs = final[1].stack()
-    outs.set_shape([None, xt.shape.as_list()[1], out0.shape.as_list()[-1]])
+    outs.set_shape([None, xt.shape.as_list()[1]] + out0.shape.as_list()[1:])
     return outs, _pack(state, list(final[2:]))
 
 

@@ -33,7 +33,6 @@ ALTERNATIVES = {
     "tf.estimator.BaselineRegressor": _CANNED,
     "tf.layers.Layer": "tf.layers' functions or classes (Dense, Conv2D, ...), or variables of your own with "
                        "tf.get_variable",
-    "tf.layers.conv3d": "tf.layers.conv2d",
     "tf.layers.separable_conv1d": "tf.layers.conv1d",
     "tf.contrib.seq2seq.dynamic_decode": "a tf.while_loop over an RNN cell, or tf.nn.dynamic_rnn",
     "tf.contrib.seq2seq.TrainingHelper": "tf.nn.dynamic_rnn over the target embeddings (teacher forcing)",
@@ -61,11 +60,9 @@ ALTERNATIVES = {
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them, or PNG files and "
                             "tf.image.decode_png",
-    "tf.nn.conv3d": "tf.nn.conv2d",
+    "tf.nn.conv3d_transpose": "tf.nn.conv2d_transpose over frames folded into the batch",
     "tf.image.ssim_multiscale": "tf.image.ssim (one scale)",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
-    "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.AdagradDAOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.SyncReplicasOptimizer": None,
     "tf.train.Server": None,

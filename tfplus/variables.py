@@ -418,21 +418,26 @@ def _true_getter(name, shape=None, dtype=_dt.float32, initializer=None, regulari
         initializer = glorot_uniform_initializer() if dtype.is_floating else zeros_initializer()
     if shape is None and not isinstance(initializer, (Tensor, list, float, int)) and callable(initializer):
         raise ValueError(f"get_variable {full}: the shape must be given when the initializer is a function")
+    # A variable first asked for inside a tf.cond branch or a tf.while_loop body is made in the graph that
+    # holds the control flow (TF's init_scope): made in the body's sub-graph, it was in no collection of the
+    # script's graph, so the optimizer did not train it and global_variables_initializer did not start it.
     graph = get_default_graph()
-    if partitioner is not None:
-        if shape is None and isinstance(initializer, Tensor):
-            shape = initializer._shape
-        var = _partitioned(full, shape, dtype, initializer, partitioner, trainable, collections, validate_shape)
-    else:
-        with graph.name_scope(None), graph.control_dependencies(None):
+    while getattr(graph, "outer", None) is not None:
+        graph = graph.outer
+    with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+        if partitioner is not None:
+            if shape is None and isinstance(initializer, Tensor):
+                shape = initializer._shape
+            var = _partitioned(full, shape, dtype, initializer, partitioner, trainable, collections, validate_shape)
+        else:
             var = Variable(_initial(initializer, shape, dtype), trainable=trainable, collections=collections,
                            validate_shape=validate_shape, name=full, dtype=dtype)
-    store[full] = var
-    if regularizer is not None:
-        with name_scope(full + "/Regularizer/"):
-            loss = regularizer(var)
-        if loss is not None:
-            graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
+        store[full] = var
+        if regularizer is not None:
+            with name_scope(full + "/Regularizer/"):
+                loss = regularizer(var)
+            if loss is not None:
+                graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return var
 
 

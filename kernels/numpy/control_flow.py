@@ -39,6 +39,14 @@ def while_kernel(ctx, ins, outs, attrs):
     stacked = []
     for k in range(n):
         shape = tuple(ins[k].shape)
+        later = {tuple(v.shape) for v in history[k][1:] + [values[k]]}
+        if shape == (0,) and len(history[k]) > 1 and len(later) == 1:
+            # NOTE: a tf.TensorArray with no element_shape enters a loop as an empty flow that its first write
+            # shapes and fills with zeros, and keeps that shape after; entering as those zeros runs the body the
+            # same, so the gradient replays the first iteration from them. (A variable that grows changes
+            # shape again, and stays an error.)
+            shape = later.pop()
+            history[k][0] = rt.copy_in(np.zeros(shape, ctx.op.outputs[k].dtype.as_numpy_dtype))
         if any(tuple(v.shape) != shape for v in history[k]):
             raise ValueError(f"loop variable {k} changes shape across iterations "
                              f"({sorted({tuple(v.shape) for v in history[k]})}); the gradient of a "

@@ -193,19 +193,16 @@ def test_tensor_array_recurrence_like_dynamic_rnn(tf1):
 
 def test_tensor_array_without_element_shape_takes_the_loops_first_write(tf1):
     """A fixed-size TensorArray with no element_shape entering a loop (greedy decoding's ids: TF infers the shape
-    from the first write) gives TF's values; a gradient through it needs the element_shape, and says so."""
+    from the first write) gives TF's values, its stack TF's static shape, and TF's gradients through it."""
     def build(lib, x, w):
         def body(t, h, out):
             h = lib.tanh(lib.matmul(h, w) + x)
             return t + 1, h, out.write(t, h * 2.0)
         _, h, out = lib.while_loop(lambda t, h, out: t < 3, body, [0, x, lib.TensorArray(lib.float64, size=3)])
-        return [out.stack(), h]
+        stacked = out.stack()
+        assert stacked.shape.as_list() == [3] + list(X.shape)
+        return [stacked, h] + lib.gradients(lib.reduce_sum(lib.square(stacked)), [x, w])
     _check_against_tf(tf1, build, [X, W])
-    with tf.Graph().as_default():
-        x = tf.constant(X)
-        out = build(tf, x, tf.constant(W))[0]
-        with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError, match="needs its element_shape"):
-            sess.run(tf.gradients(tf.reduce_sum(out), x))
 
 
 def test_errors_are_clear():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import needs_opencl
 from test_outsider_scripts import _steps
-from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data, sessions_on_opencl
+from tutorials import _session_run, _trained, check_against_tensorflow, data, script_runner, sessions_on_opencl
 
 from tfplus.unsupported import UnsupportedError
 
@@ -1327,11 +1327,7 @@ SCRIPTS = {f.__name__: f for f in (
     text_cnn_pool_over_time)}
 
 
-def run_script(tf, name: str, feeder: Feeder) -> dict:
-    """Runs script `name` in a fresh default graph of `tf`."""
-    tf.reset_default_graph()
-    with tf.Graph().as_default():
-        return SCRIPTS[name](tf, feeder)
+run_script = script_runner(SCRIPTS)
 
 
 _REFUSED = {"fifo_queue_threads": "tf.FIFOQueue is refused: a session's steps take turns, so a dequeue waiting in a "

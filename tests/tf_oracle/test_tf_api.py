@@ -396,10 +396,10 @@ def test_nan_tensor_hook_raises_or_stops():
 def test_missing_tf1_names_say_tfplus_lacks_them():
     with pytest.raises(NotImplementedError, match=r"does not implement tf\.estimator\.BaselineRegressor.*model_fn"):
         tf.estimator.BaselineRegressor  # noqa: B018
-    with pytest.raises(NotImplementedError, match=r"tf\.nn\.conv3d.*tf\.nn\.conv2d"):
-        tf.nn.conv3d  # noqa: B018
-    with pytest.raises(NotImplementedError, match=r"tf\.train\.ProximalAdagradOptimizer.*AdagradOptimizer"):
-        tf.train.ProximalAdagradOptimizer  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"tf\.nn\.conv3d_transpose.*tf\.nn\.conv2d_transpose"):
+        tf.nn.conv3d_transpose  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"tf\.train\.AdagradDAOptimizer.*AdagradOptimizer"):
+        tf.train.AdagradDAOptimizer  # noqa: B018
     with pytest.raises(AttributeError, match=r"tfplus does not implement tf\.no_such_thing"):
         tf.no_such_thing  # noqa: B018
     assert not hasattr(tf, "no_such_thing") and not hasattr(tf.nn, "no_such_thing")

@@ -28,7 +28,7 @@ from tfplus.tensor_util import make_ndarray, make_tensor_proto
 __all__ = ["decode_raw", "decode_csv", "string_split", "split", "string_to_number", "to_number", "join",
            "reduce_join", "length", "substr", "regex_replace", "lower", "upper", "strip", "as_string", "read_file",
            "write_file", "serialize_tensor", "parse_tensor", "matching_files", "regex_full_match", "encode_base64",
-           "decode_base64"]
+           "decode_base64", "ngrams"]
 
 
 def _strings(value) -> Tensor:
@@ -270,6 +270,45 @@ def join(inputs, separator="", name=None) -> Tensor:
     shapes = [_shape(t) for t in tensors]
     known = None if any(s is None for s in shapes) else max(shapes, key=len)
     return host_op(name or "StringJoin", run, tensors, [_dt.string], [known])[0]
+
+
+def ngrams(data, ngram_width, separator=" ", pad_values=None, padding_width=None, preserve_short_sequences=False,
+           name=None) -> Tensor:
+    """The ngrams of each row of dense strings `data` (along its last axis), each `separator`-joined; for a list
+    of widths, each width's ngrams in turn. With pad_values (one string or a (left, right) pair) each row is
+    first padded by padding_width strings each side (width - 1 by default); with preserve_short_sequences a row
+    shorter than a width gives itself as its one ngram (TF's tf.strings.ngrams on a dense tensor)."""
+    widths = [ngram_width] if isinstance(ngram_width, int) else list(ngram_width)
+    if any(w < 1 for w in widths):
+        raise ValueError(f"tf.strings.ngrams: ngram_width {ngram_width} must be positive")
+    if pad_values is not None and isinstance(pad_values, (list, tuple)):
+        left, right = (to_bytes(v) for v in pad_values)
+    else:
+        left = right = None if pad_values is None else to_bytes(pad_values)
+    sep, t = to_bytes(separator), _strings(data)
+    if _shape(t) is not None and len(_shape(t)) == 0:
+        raise ValueError("tf.strings.ngrams: data must have at least one dimension (the tokens)")
+
+    def grams(row, width):
+        pad = 0 if left is None else (width - 1 if padding_width is None else padding_width)
+        tokens = [left] * pad + list(row) + [right] * pad
+        if len(tokens) < width:
+            return [sep.join(tokens)] if preserve_short_sequences and tokens else []
+        return [sep.join(tokens[i:i + width]) for i in range(len(tokens) - width + 1)]
+
+    def run(values):
+        a = bytes_array(values)
+        rows = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+        out = [[g for w in widths for g in grams(r, w)] for r in rows]
+        flat = np.empty((len(out), len(out[0]) if out else 0), object)
+        for i, r in enumerate(out):
+            flat[i, :] = r
+        return [flat.reshape(a.shape[:-1] + (flat.shape[1],))]
+    shape = _shape(t)
+    n = None if shape is None else shape[-1]
+    known = None if shape is None or n is None or left is not None or preserve_short_sequences else \
+        tuple(shape[:-1]) + (sum(max(n - w + 1, 0) for w in widths),)
+    return host_op(name or "StringNGrams", run, [t], [_dt.string], [known])[0]
 
 
 def reduce_join(inputs, axis=None, keep_dims=False, separator="", name=None, reduction_indices=None,

@@ -11,6 +11,7 @@ its samples. fit shuffles with NumPy's global generator (np.random.seed makes it
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 
@@ -44,6 +45,39 @@ def _per_output(value, names: list, what: str) -> list:
 
 def _batches(n: int, batch_size: int) -> list:
     return [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+
+
+def _is_dataset(x) -> bool:
+    from tfplus.data.dataset_ops import Dataset
+    return isinstance(x, Dataset)
+
+
+def _dataset_passes(dataset, tensors: list, what: str):
+    """A function giving a fresh pass over `dataset`: its batches as lists of arrays for `tensors` (the element's
+    components in order: x's, then y's), read by an iterator in the model's graph and session, as TF1's Keras."""
+    from tfplus import errors
+    from tfplus.data.dataset_ops import make_one_shot_iterator
+
+    def leaves(structure) -> list:
+        if isinstance(structure, (list, tuple)):
+            return [leaf for part in structure for leaf in leaves(part)]
+        if isinstance(structure, dict):
+            return [leaf for k in sorted(structure) for leaf in leaves(structure[k])]
+        return [structure]
+
+    def one_pass():
+        parts = leaves(make_one_shot_iterator(dataset).get_next())[:len(tensors)]
+        if len(parts) != len(tensors):
+            raise ValueError(f"{what}: the dataset's elements have {len(parts)} components; the model takes "
+                             f"{len(tensors)} (its inputs, then its targets)")
+        sess = backend.get_session()
+        while True:
+            try:
+                values = sess.run(parts)
+            except errors.OutOfRangeError:
+                return
+            yield [_as_array(v, t) for v, t in zip(values, tensors)]
+    return one_pass
 
 
 def _as_array(data, tensor):
@@ -187,13 +221,22 @@ class Training:
             steps_per_epoch=None, validation_steps=None, validation_freq=1, **kwargs):
         """Trains for `epochs` over (x, y) in batches; returns the History."""
         self._check_compiled("fit")
-        if kwargs or class_weight is not None or sample_weight is not None or steps_per_epoch is not None \
-                or validation_steps is not None or x is None:
-            raise NotImplementedError(f"{self.name}.fit: only arrays x and y (no generators, datasets, steps, "
-                                      "class or sample weights) are supported by tfplus")
+        dataset = _is_dataset(x)
+        if kwargs or class_weight is not None or sample_weight is not None or validation_steps is not None \
+                or x is None or (steps_per_epoch is not None and not dataset) or (dataset and y is not None):
+            raise NotImplementedError(f"{self.name}.fit: only arrays x and y, or a tf.data.Dataset of (x, y) with "
+                                      "or without steps_per_epoch (no generators, validation_steps, class or "
+                                      "sample weights) are supported by tfplus")
+        if dataset:
+            passes = _dataset_passes(x, self.inputs + self.targets, f"{self.name}.fit")
+            if steps_per_epoch is not None:  # Keras: the steps continue the dataset's iterator from epoch to epoch
+                stream = passes()
+                passes = lambda: itertools.islice(stream, steps_per_epoch)  # noqa: E731
+            xs = ys = []
+        else:
+            xs, ys = self._arrays(x, self.inputs, "input"), self._arrays(y, self.targets, "target")
         self._ensure_built(x)
         batch_size = batch_size or 32
-        xs, ys = self._arrays(x, self.inputs, "input"), self._arrays(y, self.targets, "target")
         if validation_data is None and validation_split:
             split = int(len(xs[0]) * (1.0 - validation_split))
             validation_data = ([a[split:] for a in xs], [a[split:] for a in ys])
@@ -206,12 +249,13 @@ class Training:
                    self._arrays(validation_data[1], self.targets, "target"))
         tensors = self.inputs + self.targets
         data = xs + ys
-        n = len(data[0])
+        n = None if dataset else len(data[0])
         step = self._train_step()
         names = self.metrics_names
         history = _callbacks.History()
         cbs = list(callbacks or []) + [history]
-        params = {"batch_size": batch_size, "epochs": epochs, "steps": None, "samples": n, "verbose": verbose,
+        params = {"batch_size": batch_size, "epochs": epochs, "steps": steps_per_epoch, "samples": n,
+                  "verbose": verbose,
                   "do_validation": val is not None,
                   "metrics": names + ([f"val_{m}" for m in names] if val is not None else [])}
         for cb in cbs:
@@ -224,21 +268,28 @@ class Training:
         for epoch in range(initial_epoch, epochs):
             for cb in cbs:
                 cb.on_epoch_begin(epoch)
-            order = np.arange(n)
-            if shuffle:
-                np.random.shuffle(order)
-            totals = np.zeros(len(names))
-            for b, (start, end) in enumerate(_batches(n, batch_size)):
-                ids = order[start:end]
-                logs = {"batch": b, "size": end - start}
+            if dataset:
+                batches = passes()
+            else:
+                order = np.arange(n)
+                if shuffle:
+                    np.random.shuffle(order)
+                batches = ([a[order[start:end]] for a in data] for start, end in _batches(n, batch_size))
+            totals, losses, seen = np.zeros(len(names)), [], 0
+            for b, batch in enumerate(batches):
+                logs = {"batch": b, "size": len(batch[0])}
                 for cb in cbs:
                     cb.on_batch_begin(b, logs)
-                outs = self._run([step] + self._fetches, [a[ids] for a in data], tensors, True)[1:]
-                totals += np.asarray(outs, dtype=np.float64) * (end - start)
+                outs = self._run([step] + self._fetches, batch, tensors, True)[1:]
+                totals += np.asarray(outs, dtype=np.float64) * len(batch[0])
+                losses.append(outs[0])
+                seen += len(batch[0])
                 logs.update(zip(names, outs))
                 for cb in cbs:
                     cb.on_batch_end(b, logs)
-            epoch_logs = dict(zip(names, (totals / n).tolist()))
+            epoch_logs = dict(zip(names, (totals / max(seen, 1)).tolist()))
+            if dataset:  # Keras averages the loss over a dataset's steps, the metrics over its samples
+                epoch_logs[names[0]] = float(np.mean(losses))
             if val is not None and (epoch + 1) % validation_freq == 0:
                 values = self._loop(self._fetches, val, tensors, batch_size, False, shuffle)
                 epoch_logs.update({f"val_{m}": v for m, v in zip(names, values)})
@@ -256,11 +307,20 @@ class Training:
                  return_dict=False):
         """The loss (and metrics: a list, in metrics_names' order) over (x, y), in test mode."""
         self._check_compiled("evaluate")
-        if sample_weight is not None or steps is not None:
-            raise NotImplementedError(f"{self.name}.evaluate: sample_weight and steps are not supported by tfplus")
+        if sample_weight is not None or (steps is not None and not _is_dataset(x)):
+            raise NotImplementedError(f"{self.name}.evaluate: sample_weight, and steps without a dataset, are not "
+                                      "supported by tfplus")
         self._ensure_built(x)
-        data = self._arrays(x, self.inputs, "input") + self._arrays(y, self.targets, "target")
-        values = self._loop(self._fetches, data, self.inputs + self.targets, batch_size or 32, False)
+        tensors = self.inputs + self.targets
+        if _is_dataset(x):  # Keras averages the loss over the steps, the metrics over the samples
+            rows = [(len(b[0]), self._run(self._fetches, b, tensors, False)) for b in itertools.islice(
+                _dataset_passes(x, tensors, f"{self.name}.evaluate")(), steps)]
+            sizes = np.array([n for n, _ in rows], np.float64)
+            outs = np.array([o for _, o in rows], np.float64)
+            values = [float(outs[:, 0].mean())] + list(sizes @ outs[:, 1:] / sizes.sum())
+        else:
+            data = self._arrays(x, self.inputs, "input") + self._arrays(y, self.targets, "target")
+            values = self._loop(self._fetches, data, tensors, batch_size or 32, False)
         if return_dict:
             return dict(zip(self.metrics_names, values))
         return self._result(values)
@@ -268,9 +328,13 @@ class Training:
     def predict(self, x, batch_size=None, verbose=0, steps=None, callbacks=None):
         """The outputs for x, in test mode, computed in batches."""
         self._ensure_built(x)
-        xs = self._arrays(x, self.inputs, "input")
-        outs = [self._run(self.outputs, [a[s:e] for a in xs], self.inputs, False)
-                for s, e in _batches(len(xs[0]), batch_size or 32)]
+        if _is_dataset(x):
+            outs = [self._run(self.outputs, b, self.inputs, False) for b in itertools.islice(
+                _dataset_passes(x, self.inputs, f"{self.name}.predict")(), steps)]
+        else:
+            xs = self._arrays(x, self.inputs, "input")
+            outs = [self._run(self.outputs, [a[s:e] for a in xs], self.inputs, False)
+                    for s, e in _batches(len(xs[0]), batch_size or 32)]
         joined = [np.concatenate([o[i] for o in outs]) for i in range(len(self.outputs))]
         return joined[0] if len(joined) == 1 else joined
 

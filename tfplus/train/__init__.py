@@ -8,6 +8,7 @@ from tfplus.train.learning_rate_decay import (
     inverse_time_decay,
     linear_cosine_decay,
     natural_exp_decay,
+    noisy_linear_cosine_decay,
     piecewise_constant,
     piecewise_constant_decay,
     polynomial_decay,
@@ -21,6 +22,8 @@ from tfplus.train.optimizer import (
     GradientDescentOptimizer,
     MomentumOptimizer,
     Optimizer,
+    ProximalAdagradOptimizer,
+    ProximalGradientDescentOptimizer,
     RMSPropOptimizer,
 )
 from tfplus.train.saver import Saver, latest_checkpoint
@@ -34,11 +37,12 @@ from tfplus.train.training_util import (
 from tfplus.train.warm_start import init_from_checkpoint, warm_start
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
-           "AdagradOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer", "FtrlOptimizer", "ProximalAdagradOptimizer",
+           "ProximalGradientDescentOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "linear_cosine_decay",
+           "linear_cosine_decay", "noisy_linear_cosine_decay",
            "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
            "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint", "warm_start"]
 

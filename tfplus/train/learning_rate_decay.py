@@ -14,6 +14,7 @@ import math
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import constant, identity
+from tfplus.ops.random_ops import random_normal
 from tfplus.tensor_util import infer_dtype
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
@@ -139,13 +140,35 @@ def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5
         >>> import tfplus as tf
         >>> lr = tf.train.linear_cosine_decay(0.1, tf.train.get_or_create_global_step(), 10000)
     """
-    _require_step(global_step, "linear_cosine_decay")
-    with name_scope(name, "LinearCosineDecay", [learning_rate, global_step]) as scope:
+    return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, None, name,
+                          "linear_cosine_decay", "LinearCosineDecay")
+
+
+def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_variance=1.0, variance_decay=0.55,
+                              num_periods=0.5, alpha=0.0, beta=0.001, name=None) -> Tensor:
+    """linear_cosine_decay with Gaussian noise of variance initial_variance / (1 + t)^variance_decay added to
+    its linear term, drawn each run (tf.random_normal, as TF's).
+
+        >>> import tfplus as tf
+        >>> lr = tf.train.noisy_linear_cosine_decay(0.1, tf.train.get_or_create_global_step(), 10000)
+    """
+    def noise(t, dtype):
+        variance = math_ops.divide(_as(initial_variance, dtype), math_ops.pow(math_ops.add(1.0, t), variance_decay))
+        return random_normal([], stddev=math_ops.sqrt(variance), dtype=dtype)
+    return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, noise, name,
+                          "noisy_linear_cosine_decay", "NoisyLinearCosineDecay")
+
+
+def _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, noise, name, what, scope_name):
+    _require_step(global_step, what)
+    with name_scope(name, scope_name, [learning_rate, global_step]) as scope:
         lr = convert_to_tensor(learning_rate, name="learning_rate")
         dtype = lr.dtype
         steps = _as(decay_steps, dtype)
         t = math_ops.minimum(_as(global_step, dtype), steps)
         linear = math_ops.divide(math_ops.subtract(steps, t), steps)
+        if noise is not None:
+            linear = math_ops.add(linear, noise(t, dtype))
         fraction = math_ops.multiply(2.0 * num_periods, math_ops.divide(t, steps))
         cosine = math_ops.multiply(0.5, math_ops.add(1.0, math_ops.cos(math_ops.multiply(math.pi, fraction))))
         decayed = math_ops.add(math_ops.multiply(math_ops.add(alpha, linear), cosine), beta)

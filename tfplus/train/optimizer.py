@@ -510,6 +510,87 @@ class AdadeltaOptimizer(Optimizer):
                                      use_locking=self._use_locking).op
 
 
+def _proximal_step(prox, lr, l1, l2):
+    """TF's proximal update of the gradient step `prox` = var - lr * g: L1 soft-thresholding (l1 None: none),
+    then L2 shrinking: sign(prox) * max(|prox| - lr * l1, 0) / (1 + lr * l2)."""
+    from tfplus.ops import math_ops
+    shrunk = prox if l1 is None else \
+        math_ops.sign(prox) * math_ops.maximum(math_ops.abs(prox) - lr * l1, zeros_like(prox))
+    return shrunk / (1.0 + lr * l2)
+
+
+class _ProximalOptimizer(Optimizer):
+    """The proximal optimizers' one rule (TF1's ApplyProximalGradientDescent and ApplyProximalAdagrad written
+    with registered ops): a step of rate `_rate(var, g)` on var, then _proximal_step. A sparse gradient updates
+    only its rows (repeated rows summed first)."""
+
+    def __init__(self, learning_rate, l1, l2, use_locking, name):
+        super().__init__(use_locking, name)
+        self._lr, self._l1, self._l2 = learning_rate, l1, l2
+
+    def _update(self, w, slots, g):
+        """The new values of (var, *slots) from their values and the gradient g."""
+        raise NotImplementedError
+
+    def _prox(self, w, g, lr):
+        dt = w.dtype
+        l1 = self._hyper("l1", self._l1, dt) if self._l1 else None
+        return _proximal_step(w - lr * g, lr, l1, self._hyper("l2", self._l2, dt))
+
+    def _apply_dense(self, grad, var):
+        from tfplus.ops.state_ops import assign
+        variables = [var] + [self.get_slot(var, s) for s in self.get_slot_names()]
+        new = self._update(var.value(), [v.value() for v in variables[1:]], grad)
+        with control_dependencies(list(new)):  # every read is used before any variable is written
+            return group(*[assign(v, x, use_locking=self._use_locking) for v, x in zip(variables, new)])
+
+    def _apply_sparse(self, grad, var):
+        from tfplus.ops import math_ops
+        from tfplus.ops.array_ops import gather, size
+        from tfplus.ops.sparse_training_ops import scatter_update
+        from tfplus.ops.special_math_ops import unique
+        rows, where = unique(grad.indices)
+        summed = math_ops.unsorted_segment_sum(grad.values, where, size(rows))
+        variables = [var] + [self.get_slot(var, s) for s in self.get_slot_names()]
+        values = [gather(v.value(), rows) for v in variables]
+        new = self._update(values[0], values[1:], summed)
+        with control_dependencies(list(new)):
+            return group(*[scatter_update(v, rows, x, use_locking=self._use_locking) for v, x in zip(variables, new)])
+
+
+class ProximalGradientDescentOptimizer(_ProximalOptimizer):
+    """var = prox(var - lr * g) with L1 and L2 strengths (TF1's ApplyProximalGradientDescent); no slots."""
+
+    def __init__(self, learning_rate, l1_regularization_strength=0.0, l2_regularization_strength=0.0,
+                 use_locking: bool = False, name: str = "ProximalGradientDescent"):
+        super().__init__(learning_rate, l1_regularization_strength, l2_regularization_strength, use_locking, name)
+
+    def _update(self, w, slots, g):
+        return [self._prox(w, g, self._hyper("learning_rate", self._lr, w.dtype))]
+
+
+class ProximalAdagradOptimizer(_ProximalOptimizer):
+    """accum += g^2; var = prox(var - lr / sqrt(accum) * g) at the rate lr / sqrt(accum) (TF1's
+    ApplyProximalAdagrad). Slot 'accumulator' (`<var>/ProximalAdagrad`, starting at initial_accumulator_value)."""
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, l1_regularization_strength=0.0,
+                 l2_regularization_strength=0.0, use_locking: bool = False, name: str = "ProximalAdagrad"):
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"ProximalAdagradOptimizer: initial_accumulator_value = {initial_accumulator_value} "
+                             "must be positive")
+        super().__init__(learning_rate, l1_regularization_strength, l2_regularization_strength, use_locking, name)
+        self._initial = initial_accumulator_value
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "accumulator", self._name, fill=self._initial)
+
+    def _update(self, w, slots, g):
+        from tfplus.ops import math_ops
+        accum = slots[0] + g * g
+        return [self._prox(w, g, self._hyper("learning_rate", self._lr, w.dtype) * math_ops.rsqrt(accum)), accum]
+
+
 class FtrlOptimizer(Optimizer):
     """FTRL-Proximal (McMahan et al. 2013), TF1's ApplyFtrl(V2) written with registered ops: n' = n + g^2;
     z += g_s - (n'^-p - n^-p) / lr * w with g_s = g + 2 l2_shrinkage w and p = learning_rate_power; w = (sign(z)
