@@ -173,18 +173,83 @@ def _host_comm(MPI, shared):
 @contextlib.contextmanager
 def _ended_if_mpi_hangs():
     """Inside, MPI starts: a rank that ended before it started MPI (Ctrl-C while it imported tfplus) left the others
-    in MPI_Init for ever, spinning in C, where no Python handler runs (MPICH's mpiexec ends a job when a rank that
-    started MPI dies, not one that never did). An alarm after TFPLUS_ALLREDUCE_TIMEOUT seconds, whose default action
-    the kernel takes, ends this rank then, and mpiexec the job. (Main thread, SIGALRM not taken: else nothing.)"""
+    in MPI_Init for ever, spinning in C with Python's lock held, where no Python handler or thread runs (MPICH's
+    mpiexec ends a job when a rank that started MPI dies, not one that never did). On a host whose ranks MPICH's
+    proxy started, a forked watcher (_watch_start) ends this rank within about a second of another rank's end, saying
+    so; elsewhere (another launcher; a rank of another host), an alarm after TFPLUS_ALLREDUCE_TIMEOUT seconds, whose
+    default action the kernel takes, ends this rank then, and mpiexec the job. (Main thread, SIGALRM not taken:
+    else no alarm.)"""
     from tfplus.kernels.numpy.collective import allreduce_timeout
     armed = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
     earlier = signal.alarm(math.ceil(allreduce_timeout())) if armed else 0
+    watcher = _watch_start()
     try:
         yield
     finally:
+        if watcher:
+            os.kill(watcher, signal.SIGKILL)
+            os.waitpid(watcher, 0)
         if armed:
             signal.alarm(earlier)
+
+
+def _watch_start() -> int | None:
+    """Forks a process that kills this one, saying why, when one of this host's ranks has ended before this one's
+    MPI start returned (a forked process: while MPI starts, no thread of this one runs). The ranks of a host are
+    the children of MPICH's proxy (hydra_pmi_proxy), MPI_LOCALNRANKS of them; the watcher's pid, or None where
+    that cannot be read (another launcher, no /proc)."""
+    proxy, expected = os.getppid(), os.environ.get("MPI_LOCALNRANKS", "")
+    try:
+        with open(f"/proc/{proxy}/comm") as f:
+            by_proxy = f.read().strip() == "hydra_pmi_proxy"
+    except OSError:
+        return None
+    if not (by_proxy and expected.isdigit() and int(expected) > 1 and _live_children(proxy) is not None):
+        return None
+    me = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # NOTE: the child runs no Python cleanup of the parent's (os._exit) and takes no lock a thread may hold
+        _watch(me, proxy, int(expected), os.environ.get("PMI_RANK", "?"))
+    finally:
+        os._exit(0)
+
+
+def _watch(me: int, proxy: int, expected: int, rank_: str) -> None:
+    short_since = None
+    while os.getppid() == me:  # this rank alive (else the watcher is an orphan)
+        alive = _live_children(proxy)
+        if alive is None or alive >= expected:
+            short_since = None
+        elif short_since is None:  # seen for a second: a rank being started is no reason
+            short_since = time.monotonic()
+        elif time.monotonic() - short_since > 1.0:
+            os.write(2, (f"tfplus.distributed: rank {rank_} is starting MPI, but {expected - alive} of this host's "
+                         f"{expected} ranks ended before they started it (stopped as they started?), and MPI would "
+                         "wait for them for ever: ending this rank, and mpiexec the job\n").encode())
+            time.sleep(0.5)  # NOTE: mpiexec's proxy forwards the line at its own pace; the kill may cut it off
+            os.kill(me, signal.SIGKILL)
+            return
+        time.sleep(0.2)
+
+
+def _live_children(pid: int) -> int | None:
+    """How many children process `pid` has that have not ended (Linux's /proc), or None where it cannot say."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+    except OSError:
+        return None
+    alive = 0
+    for child in children:
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                alive += f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+        except OSError:  # reaped meanwhile
+            continue
+    return alive
 
 
 def _abort_on_uncaught(previous):
