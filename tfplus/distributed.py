@@ -585,13 +585,25 @@ def allgather(tensor, name: str | None = None):
                              "first dimension, so give a tensor of rank 1 or more (a scalar: reshape it to [1])")
         rows = math_ops.cast(array_ops.shape(tensor)[0], dtypes.float64)
         sizes = math_ops.cast(mpi_allreduce(rows * np.eye(n)[me]), dtypes.int32)  # rank r's row count at r
-        before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
-        after = math_ops.reduce_sum(sizes) - before - sizes[me]
-        ndims = tensor.get_shape().ndims
-        edges = [array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] * (ndims - 1)
+        ndims, known = tensor.get_shape().ndims, tensor.get_shape().as_list()[0]
         carrier = _carrier(dtype)
         value = tensor if carrier == dtype else math_ops.cast(tensor, carrier)
-        total = mpi_allreduce(array_ops.pad(value, array_ops.stack(edges)))
+        if known is None:
+            before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
+            after = math_ops.reduce_sum(sizes) - before - sizes[me]
+            edges = array_ops.stack([array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] *
+                                    (ndims - 1))
+        else:
+            # A first dimension the graph knows (a fixed batch, a sparse gradient's rows) is taken to be every
+            # rank's, so that the result's shape is known too: a step under a memory_budget is planned from shapes
+            # (a sparse gradient's gathered rows in DistributedOptimizer). The ranks' sizes check it.
+            # NOTE: the sizes alone as data: a string tensor (a message) cannot be planned into a budget's arena
+            check = control_flow_ops.Assert(math_ops.reduce_all(math_ops.equal(sizes, known)), [sizes],
+                                            name="rows_equal_on_every_rank__else_a_None_first_dimension")
+            with control_dependencies([check]):
+                value = array_ops.identity(value)
+            edges = np.array([[me * known, (n - 1 - me) * known]] + [[0, 0]] * (ndims - 1), np.int32)
+        total = mpi_allreduce(array_ops.pad(value, edges))
         return total if carrier == dtype else math_ops.cast(total, dtype)
 
 

@@ -21,11 +21,12 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFP
            TFPLUS_WORKERS="1", TFPLUS_ALLREDUCE_TIMEOUT="30")
 # The scripts each job runs, and the variables' tolerance against one process (float32 sums in another order).
 TRAINING = ["lr_scaled", "optimizers", "kwargs", "op_sum", "var_list_gate", "split_clip", "embeddings", "monitored",
-            "estimator", "save_restore", "batch_norm", "mixed_dtypes", "tfdata_shard"]
+            "estimator", "save_restore", "batch_norm", "mixed_dtypes", "tfdata_shard", "embeddings_budget"]
 API = ["basics", "refusals", "metrics", "allgather", "broadcast_values", "late_variables"]
 JOBS = {(2, "cpu"): TRAINING + API + ["half"],  # float16: OpenCL's kernels take none
         # what the device changes: the kernels around the collectives (a gather's rows, zeros of another dtype)
-        (2, "opencl"): ["lr_scaled", "embeddings", "batch_norm", "metrics", "allgather", "broadcast_values"],
+        (2, "opencl"): ["lr_scaled", "embeddings", "embeddings_budget", "batch_norm", "metrics", "allgather",
+                        "broadcast_values"],
         (3, "cpu"): ["op_sum"] + API,  # 7 rows over 3; the collectives' rank arithmetic
         (1, "cpu"): API}  # a world of one: plain python, with the one-process references (the `one` fixture)
 OPTIMIZERS = ["sgd", "momentum", "nesterov", "adam", "rmsprop", "rmsprop_centered", "adagrad", "adadelta", "ftrl"]
