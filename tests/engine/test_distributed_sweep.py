@@ -283,11 +283,14 @@ CHECKS = {"basics": _basics, "refusals": _refusals, "metrics": _metrics, "allgat
           **{f"embeddings_{o}_{k}": _embeddings for o in ("adam", "momentum", "adagrad") for k in ("sparse", "dense")}}
 
 
-def test_a_rank_with_fewer_batches_ends_the_job_with_an_error_not_a_hang(tmp_path):
+@pytest.mark.parametrize("script,says", [
+    ("uneven_shards", "rank 0 started collective 5, but rank 1 finished after 4: every rank must run the same steps"),
+    ("uneven_then_eval", "rank 0: the all-reduce of gradient bucket 1 did not finish within 5 s")])
+def test_a_rank_with_fewer_batches_ends_the_job_with_an_error_not_a_hang(tmp_path, script, says):
     """A dataset sharded over the ranks gives one rank a batch more: Horovod's ranks wait for ever (unless the
-    script calls join); here the job ends, naming both ranks."""
-    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(SWEEP / "uneven_shards.py"), str(tmp_path)],
-                         env=ENV, capture_output=True, text=True, timeout=60)
+    script calls join); here the job ends with an error: at once where the shorter rank finishes, after
+    TFPLUS_ALLREDUCE_TIMEOUT where it goes on to another collective (an evaluation's allreduce)."""
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(SWEEP / f"{script}.py"), str(tmp_path)],
+                         env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="5"), capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "rank 0 started collective 5, but rank 1 finished after 4: every rank must run the same steps" in \
-        run.stderr, run.stderr[-3000:]
+    assert says in run.stderr, run.stderr[-3000:]
