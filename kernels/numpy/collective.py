@@ -24,7 +24,18 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     from mpi4py import MPI
     reducer.settle()
     reducer.count += 1
-    MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
+    # Started and waited for by polls: a blocking MPI_Allreduce waited for ever where another rank stalls (a rank
+    # that ran a step fewer and now waits in another collective, one stuck reading its data)
+    mine = np.ascontiguousarray(ins[0])
+    request = MPI.COMM_WORLD.Iallreduce(mine, outs[0], op=MPI.SUM)
+    if request.Test():
+        return
+    deadline, spin = time.monotonic() + allreduce_timeout(), time.perf_counter() + 1e-4
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise timed_out(MPI.COMM_WORLD.Get_rank(), f"{ctx.op.type} '{ctx.op.name}'", allreduce_timeout())
+        if time.perf_counter() > spin:
+            time.sleep(2e-5)
 
 
 def _positive(name: str, default: str, what: str) -> float:
@@ -42,6 +53,14 @@ def allreduce_timeout() -> float:
     """Seconds the host waits for an all-reduce before it gives up (TFPLUS_ALLREDUCE_TIMEOUT, default 300)."""
     return _positive("TFPLUS_ALLREDUCE_TIMEOUT", "300", "the seconds the host waits for an all-reduce before it ends "
                      "the job with an error")
+
+
+def timed_out(rank: int, what: str, timeout: float) -> TimeoutError:
+    """The error of rank `rank`'s wait for the all-reduce of `what` that gave up after `timeout` seconds."""
+    return TimeoutError(
+        f"rank {rank}: the all-reduce of {what} did not finish within {timeout:g} s (TFPLUS_ALLREDUCE_TIMEOUT): "
+        "another rank died, hangs, or runs different steps; check the other ranks' output, or raise the timeout if "
+        "a rank is that slow on purpose (a first step's builds)")
 
 
 def parts(shapes) -> list[slice]:
@@ -356,11 +375,8 @@ class Reducer:
         not done within the timeout (naming the bucket and what to look at), never waiting for ever."""
         done = self._pump(job, time.monotonic() + self.timeout) if self.polled else job.done.wait(self.timeout)
         if not done:
-            what = "the ranks' signal check" if job.largest else f"gradient bucket {job.key}"
-            raise TimeoutError(
-                f"rank {self.rank}: the all-reduce of {what} did not finish within {self.timeout:g} s "
-                "(TFPLUS_ALLREDUCE_TIMEOUT): another rank died, hangs, or runs different steps; check the other "
-                "ranks' output, or raise the timeout if a rank is that slow on purpose (a first step's builds)")
+            raise timed_out(self.rank, "the ranks' signal check" if job.largest else f"gradient bucket {job.key}",
+                            self.timeout)
         self._check()
         return job.host
 

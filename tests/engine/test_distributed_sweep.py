@@ -294,3 +294,24 @@ def test_a_rank_with_fewer_batches_ends_the_job_with_an_error_not_a_hang(tmp_pat
                          env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="5"), capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert says in run.stderr, run.stderr[-3000:]
+
+
+STALLED = """
+import time, tfplus as tf, tfplus.distributed as hvd
+hvd.init()
+average = hvd.allreduce(tf.constant([1.0, 2.0]), name="metric")
+with tf.Session() as sess:
+    if hvd.rank() == 1:
+        time.sleep(40)  # stuck reading its data
+    sess.run(average)
+"""
+
+
+def test_a_rank_that_stalls_ends_the_others_wait_in_an_allreduce_of_the_script_within_the_timeout():
+    """hvd.allreduce, allgather and broadcast waited in a blocking MPI_Allreduce, for ever where another rank
+    stalls (the step's gradient buckets gave up after TFPLUS_ALLREDUCE_TIMEOUT, these did not)."""
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", STALLED],
+                         env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="3"), capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "rank 0: the all-reduce of MpiAllreduce 'metric/MpiAllreduce' did not finish within 3 s" in run.stderr, \
+        run.stderr[-3000:]
