@@ -61,7 +61,14 @@ import numpy as np
 
 from tfplus import dtypes
 from tfplus.engine import signals
-from tfplus.framework import control_dependencies, convert_to_tensor, get_default_graph, name_scope, needed_ops
+from tfplus.framework import (
+    IndexedSlices,
+    control_dependencies,
+    convert_to_tensor,
+    get_default_graph,
+    name_scope,
+    needed_ops,
+)
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.runtime import comm
@@ -71,12 +78,15 @@ from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
 __all__ = ["init", "backend", "launcher", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size",
-           "local_device", "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression",
-           "DistributedOptimizer", "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook",
-           "max_over_ranks", "max_over_ranks_later", "barrier", "abort", "trace_mark"]
+           "local_device", "cross_rank", "cross_size", "is_homogeneous", "mpi_built", "mpi_enabled",
+           "mpi_threads_supported", "nccl_built", "gloo_built", "gloo_enabled", "cuda_built", "rocm_built", "join",
+           "allreduce", "allgather", "broadcast", "Average", "Sum", "Adasum", "Compression", "DistributedOptimizer",
+           "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks",
+           "max_over_ranks_later", "barrier", "abort", "trace_mark"]
 
-# Set by init: "world": the job's Comm (tfplus.runtime.comm), "local": (this host's rank, its ranks), "MPI": the
-# mpi4py module under MPI, "calls": the collectives max_over_ranks and barrier made (_collectives_started).
+# Set by init: "world": the job's Comm (tfplus.runtime.comm), "local": (this host's rank, its ranks), "cross": (the
+# rank among the ranks of this local rank, their number: Horovod's host rank and host count), "MPI": the mpi4py
+# module under MPI, "calls": the collectives max_over_ranks and barrier made (_collectives_started).
 _state: dict = {}
 
 BACKENDS = ("mpi", "gloo")
@@ -172,6 +182,8 @@ def _init_gloo(why: str) -> None:
     # torchrun sets both; another launcher that does not runs every rank on one host
     _state["local"] = (int(os.environ.get("LOCAL_RANK", world.rank)),
                        int(os.environ.get("LOCAL_WORLD_SIZE", world.size)))
+    hosts = max(world.size // _state["local"][1], 1)
+    _state["cross"] = (int(os.environ.get("GROUP_RANK", world.rank // _state["local"][1])), hosts)
     _state["world"] = world
 
 
@@ -189,7 +201,9 @@ def _init_mpi() -> None:
         _check_not_alone(MPI)
         _state["MPI"] = MPI
         local = _host_comm(MPI, _split_shared(MPI))
+        cross = MPI.COMM_WORLD.Split(local.Get_rank(), MPI.COMM_WORLD.Get_rank())
         _state["local"] = (local.Get_rank(), local.Get_size())
+        _state["cross"] = (cross.Get_rank(), cross.Get_size())
         _state["world"] = comm.MpiComm(MPI.COMM_WORLD)
         comm.set_world(_state["world"])
 
@@ -259,18 +273,83 @@ def _host_comm(MPI, shared):
 @contextlib.contextmanager
 def _ended_if_mpi_hangs():
     """Inside, MPI starts: a rank that ended before it started MPI (Ctrl-C while it imported tfplus) left the others
-    in MPI_Init for ever, spinning in C, where no Python handler runs (MPICH's mpiexec ends a job when a rank that
-    started MPI dies, not one that never did). An alarm after TFPLUS_ALLREDUCE_TIMEOUT seconds, whose default action
-    the kernel takes, ends this rank then, and mpiexec the job. (Main thread, SIGALRM not taken: else nothing.)"""
+    in MPI_Init for ever, spinning in C with Python's lock held, where no Python handler or thread runs (MPICH's
+    mpiexec ends a job when a rank that started MPI dies, not one that never did). On a host whose ranks MPICH's
+    proxy started, a forked watcher (_watch_start) ends this rank within about a second of another rank's end, saying
+    so; elsewhere (another launcher; a rank of another host), an alarm after TFPLUS_ALLREDUCE_TIMEOUT seconds, whose
+    default action the kernel takes, ends this rank then, and mpiexec the job. (Main thread, SIGALRM not taken:
+    else no alarm.)"""
     from tfplus.kernels.numpy.collective import allreduce_timeout
     armed = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
     earlier = signal.alarm(math.ceil(allreduce_timeout())) if armed else 0
+    watcher = _watch_start()
     try:
         yield
     finally:
+        if watcher:
+            os.kill(watcher, signal.SIGKILL)
+            os.waitpid(watcher, 0)
         if armed:
             signal.alarm(earlier)
+
+
+def _watch_start() -> int | None:
+    """Forks a process that kills this one, saying why, when one of this host's ranks has ended before this one's
+    MPI start returned (a forked process: while MPI starts, no thread of this one runs). The ranks of a host are
+    the children of MPICH's proxy (hydra_pmi_proxy), MPI_LOCALNRANKS of them; the watcher's pid, or None where
+    that cannot be read (another launcher, no /proc)."""
+    proxy, expected = os.getppid(), os.environ.get("MPI_LOCALNRANKS", "")
+    try:
+        with open(f"/proc/{proxy}/comm") as f:
+            by_proxy = f.read().strip() == "hydra_pmi_proxy"
+    except OSError:
+        return None
+    if not (by_proxy and expected.isdigit() and int(expected) > 1 and _live_children(proxy) is not None):
+        return None
+    me = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # NOTE: the child runs no Python cleanup of the parent's (os._exit) and takes no lock a thread may hold
+        _watch(me, proxy, int(expected), os.environ.get("PMI_RANK", "?"))
+    finally:
+        os._exit(0)
+
+
+def _watch(me: int, proxy: int, expected: int, rank_: str) -> None:
+    short_since = None
+    while os.getppid() == me:  # this rank alive (else the watcher is an orphan)
+        alive = _live_children(proxy)
+        if alive is None or alive >= expected:
+            short_since = None
+        elif short_since is None:  # seen for a second: a rank being started is no reason
+            short_since = time.monotonic()
+        elif time.monotonic() - short_since > 1.0:
+            os.write(2, (f"tfplus.distributed: rank {rank_} is starting MPI, but {expected - alive} of this host's "
+                         f"{expected} ranks ended before they started it (stopped as they started?), and MPI would "
+                         "wait for them for ever: ending this rank, and mpiexec the job\n").encode())
+            time.sleep(0.5)  # NOTE: mpiexec's proxy forwards the line at its own pace; the kill may cut it off
+            os.kill(me, signal.SIGKILL)
+            return
+        time.sleep(0.2)
+
+
+def _live_children(pid: int) -> int | None:
+    """How many children process `pid` has that have not ended (Linux's /proc), or None where it cannot say."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+    except OSError:
+        return None
+    alive = 0
+    for child in children:
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                alive += f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+        except OSError:  # reaped meanwhile
+            continue
+    return alive
 
 
 def _abort_on_uncaught(previous):
@@ -372,6 +451,80 @@ def local_size() -> int:
     return _state["local"][1]
 
 
+def cross_rank() -> int:
+    """This host's rank among the job's hosts (Horovod's: the rank among the ranks of this local rank)."""
+    _world()
+    return _state["cross"][0]
+
+
+def cross_size() -> int:
+    """The number of hosts that run a rank of this local rank (the hosts, where each runs as many ranks)."""
+    _world()
+    return _state["cross"][1]
+
+
+def is_homogeneous() -> bool:
+    """Whether every host runs as many ranks."""
+    sizes = np.array([local_size(), -local_size()], dtype=np.int64)
+    _world().allreduce(sizes, comm.MAX)  # the largest and (negated) the smallest host
+    return sizes[0] == -sizes[1]
+
+
+# What Horovod's scripts ask of its build: the collectives are MPI's (mpi4py) or gloo's (torch.distributed), on
+# the host.
+def mpi_built() -> bool:
+    """True: MPI is a backend (the `mpi` extra)."""
+    return True
+
+
+def mpi_enabled() -> bool:
+    """Whether this job's collectives run on MPI."""
+    return backend() == "mpi"
+
+
+def mpi_threads_supported() -> bool:
+    """Whether the MPI library runs calls from several threads at once (MPI_THREAD_MULTIPLE); False under gloo."""
+    if not mpi_enabled():
+        return False
+    MPI = _state["MPI"]
+    return MPI.Query_thread() == MPI.THREAD_MULTIPLE
+
+
+def nccl_built() -> bool:
+    """False: NCCL cannot take OpenCL buffers; the GPUs' sums go through the host or shared memory."""
+    return False
+
+
+def gloo_built() -> bool:
+    """True: torch.distributed's gloo is a backend (the `gloo` extra)."""
+    return True
+
+
+def gloo_enabled() -> bool:
+    """Whether this job's collectives run on gloo (under torchrun)."""
+    return backend() == "gloo"
+
+
+def cuda_built() -> bool:
+    """False: the devices are OpenCL's."""
+    return False
+
+
+def rocm_built() -> bool:
+    """False: the devices are OpenCL's."""
+    return False
+
+
+def join() -> int:
+    """Horovod's join (a rank out of data joins the others' all-reduces with zeros) is refused: every rank here must
+    run the same steps, and a rank that runs fewer ends the job with an error naming both."""
+    _world()
+    raise NotImplementedError(
+        f"tfplus.distributed.join() on rank {rank()}: a rank that ran out of batches cannot join the others' "
+        "all-reduces; give every rank the same number of steps instead (e.g. Dataset.shard(size(), rank()) of a "
+        "dataset whose length divides by size(), or each rank the smallest shard's count of batches)")
+
+
 def local_device() -> str:
     """The OpenCL device this rank takes, one per process: "opencl:K" for this host's K-th GPU by local rank, its
     CPU devices (PoCL) that can build kernels counted only where it has no GPU (they may be listed first). With
@@ -448,8 +601,18 @@ def abort(code: int = 1) -> None:
     _world().abort(code)
 
 
-# Horovod's reduction names, for allreduce(op=...).
-Average, Sum = "average", "sum"
+# Horovod's reduction names, for allreduce(op=...). Adasum is named so that a script asking for it gets an error
+# that says why (_check_op), not an AttributeError.
+Average, Sum, Adasum = "average", "sum", "adasum"
+
+
+def _check_op(op: str, what: str) -> None:
+    if op == Adasum:
+        raise NotImplementedError(f"{what} op=Adasum: tfplus's all-reduce adds the ranks' tensors; it has no "
+                                  "Adasum (Horovod builds it only with its Adasum support): use "
+                                  "tfplus.distributed.Average, with the learning rate scaled by size()")
+    if op not in (Average, Sum):
+        raise ValueError(f"{what} op {op!r}: use tfplus.distributed.Average or Sum")
 
 
 class Compression:
@@ -479,8 +642,7 @@ def allreduce(tensor, average: bool = True, name: str | None = None, op: str | N
         >>> total = allreduce(count, op=Sum)
     """
     if op is not None:
-        if op not in (Average, Sum):
-            raise ValueError(f"allreduce op {op!r}: use tfplus.distributed.Average or Sum")
+        _check_op(op, "allreduce")
         average = op == Average
     n = size()
     with name_scope(name, "DistributedAllreduce"):
@@ -488,8 +650,10 @@ def allreduce(tensor, average: bool = True, name: str | None = None, op: str | N
         dtype = tensor.dtype.base_dtype
         total = _reduce(tensor)
         if average:
-            return total * (1.0 / n) if n > 1 else total
-        return total if _carrier(dtype) == dtype else math_ops.cast(total, dtype)
+            total = total * (1.0 / n) if n > 1 else total
+            if not dtype.is_floating:  # an integer's average is float64, as TensorFlow's / of integers
+                return total
+        return total if total.dtype.base_dtype == dtype else math_ops.cast(total, dtype)
 
 
 def broadcast(tensor, root_rank: int, name: str | None = None):
@@ -504,7 +668,9 @@ def broadcast(tensor, root_rank: int, name: str | None = None):
         dtype = tensor.dtype.base_dtype
         carrier = _carrier(dtype)
         # root's value plus every other rank's zeros: x + 0 is x exactly
-        value = math_ops.cast(tensor, carrier) if rank() == root_rank else array_ops.zeros_like(tensor, carrier)
+        # (zeros of the carrier dtype: a float16 ZerosLike has no OpenCL kernel)
+        value = math_ops.cast(tensor, carrier) if rank() == root_rank else \
+            array_ops.zeros(array_ops.shape(tensor), carrier)
         total = mpi_allreduce(value)
         return total if carrier == dtype else math_ops.cast(total, dtype)
 
@@ -526,13 +692,25 @@ def allgather(tensor, name: str | None = None):
                              "first dimension, so give a tensor of rank 1 or more (a scalar: reshape it to [1])")
         rows = math_ops.cast(array_ops.shape(tensor)[0], dtypes.float64)
         sizes = math_ops.cast(mpi_allreduce(rows * np.eye(n)[me]), dtypes.int32)  # rank r's row count at r
-        before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
-        after = math_ops.reduce_sum(sizes) - before - sizes[me]
-        ndims = tensor.get_shape().ndims
-        edges = [array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] * (ndims - 1)
+        ndims, known = tensor.get_shape().ndims, tensor.get_shape().as_list()[0]
         carrier = _carrier(dtype)
         value = tensor if carrier == dtype else math_ops.cast(tensor, carrier)
-        total = mpi_allreduce(array_ops.pad(value, array_ops.stack(edges)))
+        if known is None:
+            before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
+            after = math_ops.reduce_sum(sizes) - before - sizes[me]
+            edges = array_ops.stack([array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] *
+                                    (ndims - 1))
+        else:
+            # A first dimension the graph knows (a fixed batch, a sparse gradient's rows) is taken to be every
+            # rank's, so that the result's shape is known too: a step under a memory_budget is planned from shapes
+            # (a sparse gradient's gathered rows in DistributedOptimizer). The ranks' sizes check it.
+            # NOTE: the sizes alone as data: a string tensor (a message) cannot be planned into a budget's arena
+            check = control_flow_ops.Assert(math_ops.reduce_all(math_ops.equal(sizes, known)), [sizes],
+                                            name="rows_equal_on_every_rank__else_a_None_first_dimension")
+            with control_dependencies([check]):
+                value = array_ops.identity(value)
+            edges = np.array([[me * known, (n - 1 - me) * known]] + [[0, 0]] * (ndims - 1), np.int32)
+        total = mpi_allreduce(array_ops.pad(value, edges))
         return total if carrier == dtype else math_ops.cast(total, dtype)
 
 
@@ -556,27 +734,38 @@ class DistributedOptimizer(WrapperOptimizer):
     its bucket's size is a bucket alone). The first layers' gradients come last in the backward pass, and their
     bucket's all-reduce is the one the step waits for with nothing left to overlap: a small one is short.
 
-    The gradients of tf.gather and embedding_lookup (IndexedSlices) are made dense before they are packed, as
-    Horovod's `sparse_as_dense=True` does, whatever `sparse_as_dense` says (accepted so that Horovod scripts run
-    unchanged): the ranks look up different rows, and the sum of their dense gradients is the one all-reduce
-    buffer holds. The wrapped optimizer then applies dense gradients (every row moves, as under Horovod).
+    The gradients of tf.gather and embedding_lookup (IndexedSlices) stay sparse, as Horovod's by default: the
+    ranks' rows and their indices are gathered (allgather; averaged, each rank's rows are divided by size()), and
+    the wrapped optimizer updates only the rows some rank looked up, as one process at the global batch does.
+    `sparse_as_dense=True` makes them dense before they are packed (every row moves, with Momentum's or Adam's
+    slots: as under Horovod), which pays when most rows are looked up every step.
+
+    Horovod's other arguments: `compression=Compression.fp16` is refused (Compression); `device_dense`,
+    `device_sparse`, `num_groups` and `groups` are accepted and change nothing (the sums are made where the
+    all-reduce kernels make them; the buckets are bucket_bytes'); `gradient_predivide_factor` (op=Average only)
+    divides before and multiplies after the sum, the same average; `backward_passes_per_step` > 1 is refused,
+    naming what to do instead.
 
     In a world of one (`mpiexec -n 1`, or no mpiexec) the gradients are the sums: no all-reduce is built, and the
-    step is the one process's (made dense all the same, so a job's update does not depend on its size;
-    TFPLUS_ALLREDUCE_ALONE=1 builds them anyway, to measure them).
+    step is the one process's (TFPLUS_ALLREDUCE_ALONE=1 builds them anyway, to measure them).
 
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
     def __init__(self, optimizer: Optimizer, name: str | None = None, use_locking: bool = False,
-                 bucket_bytes: int | str | tuple[int, ...] | None = None, sparse_as_dense: bool = False,
-                 op: str = Average, compression: str = Compression.none, backward_passes_per_step: int = 1):
+                 device_dense: str = "", device_sparse: str = "", compression: str = Compression.none,
+                 sparse_as_dense: bool = False, backward_passes_per_step: int = 1, op: str = Average,
+                 gradient_predivide_factor: float = 1.0, average_aggregated_gradients: bool = False,
+                 num_groups: int = 0, groups=None, bucket_bytes: int | str | tuple[int, ...] | None = None):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
         size()  # refuses before init()
-        if op not in (Average, Sum):
-            raise ValueError(f"DistributedOptimizer op {op!r}: use tfplus.distributed.Average or Sum")
+        _check_op(op, "DistributedOptimizer")
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError(f"DistributedOptimizer gradient_predivide_factor={gradient_predivide_factor} with "
+                             f"op={op!r}: it divides an average's terms; give op=Average or leave it 1.0")
         if compression != Compression.none:
+            # NOTE: float16 rounding alone would save no bandwidth, and the OpenCL kernels have no float16 casts
             raise NotImplementedError(f"DistributedOptimizer compression={compression!r}: the all-reduce kernels "
                                       "take float32 and float64 only; use Compression.none")
         if backward_passes_per_step != 1:
@@ -587,7 +776,7 @@ class DistributedOptimizer(WrapperOptimizer):
                 "Session a memory_budget if it does not fit: the planner splits the batch into micro-batches and "
                 "accumulates their gradients within the step (the same update, one all-reduce)")
         super().__init__(optimizer, use_locking, name or f"Distributed{optimizer.get_name()}")
-        self._op = op
+        self._op, self._sparse_as_dense = op, sparse_as_dense
         if bucket_bytes is None:
             bucket_bytes = os.environ.get("TFPLUS_ALLREDUCE_BUCKET") or BUCKET_BYTES
             what = "TFPLUS_ALLREDUCE_BUCKET"
@@ -596,43 +785,60 @@ class DistributedOptimizer(WrapperOptimizer):
         self.bucket_bytes = _bucket_sizes(bucket_bytes, what)
 
     def compute_gradients(self, *args, **kwargs) -> list[tuple]:
-        pairs = [(g if g is None else convert_to_tensor(g), v)  # densifies IndexedSlices
+        pairs = [(g if g is None or (isinstance(g, IndexedSlices) and not self._sparse_as_dense)
+                  else convert_to_tensor(g), v)  # densifies IndexedSlices with sparse_as_dense
                  for g, v in self._optimizer.compute_gradients(*args, **kwargs)]
-        live = [(g, v) for g, v in pairs if g is not None]
-        if not live or (size() == 1 and not _reduce_alone()):
+        if size() == 1 and not _reduce_alone():
             return pairs
+        live = [(g, v) for g, v in pairs if g is not None and not isinstance(g, IndexedSlices)]
+        with name_scope(f"{self._name}_Allreduce"):
+            averaged = {v: self._gather(g) for g, v in pairs if isinstance(g, IndexedSlices)}
+            averaged.update(self._reduce_dense(live) if live else {})
+        return [(averaged.get(v), v) for _, v in pairs]
+
+    def _gather(self, g: IndexedSlices) -> IndexedSlices:
+        """A sparse gradient's rows and indices from every rank (Horovod's allgather of IndexedSlices)."""
+        values = allgather(g.values)
+        return IndexedSlices(values * (1.0 / size()) if self._op == Average else values, allgather(g.indices),
+                             g.dense_shape)
+
+    def _reduce_dense(self, live: list) -> dict:
+        """{variable: its gradient summed or averaged over the ranks} for the dense (gradient, variable) pairs."""
         # One buffer holds one dtype: the gradients of each dtype (a float64 variable's beside float32 ones) are
         # packed apart, the most common dtype's first.
         by_dtype: dict = {}
         for g, v in live:
-            by_dtype.setdefault(g.dtype, []).append((g, v))
+            by_dtype.setdefault(g.dtype.base_dtype, []).append((g, v))
         groups = sorted(by_dtype.values(), key=len, reverse=True)
         averaged = {}
-        with name_scope(f"{self._name}_Allreduce"):
-            if self.bucket_bytes == 0:
-                for group in groups:
-                    averaged.update(_unpack(allreduce(_pack(group), op=self._op), group))
-            else:
-                average = self._op == Average
-                scale = 1.0 / size() if average else 1.0
-                buckets = [b for group in groups for b in _buckets(group, self.bucket_bytes)]
-                starts, waits = [], []
-                for i, bucket in enumerate(buckets):
-                    # the average of g + wd * w over the ranks is average(g) + wd * w (w is the same on every rank):
-                    # the decay's term stays out of the bucket, where the graph rewrite folds it into the update
-                    decays = [_decay(g, v) if average else None for g, v in bucket]
-                    grads = [g if d is None else d[0] for (g, _), d in zip(bucket, decays)]
-                    start, sums = mpi_allreduce_split(grads, scale, name=f"bucket{i}")
-                    if starts:  # the communication thread reduces in the order they start: the same on every rank
-                        start._add_control_input(starts[-1])
-                    starts.append(start)
-                    waits.append(sums[0].op)
-                    averaged.update((v, s if d is None else math_ops.add_n([d[1], s]))
-                                    for (_, v), s, d in zip(bucket, sums, decays))
-                for wait in waits:  # none blocks before every bucket is on its way
-                    wait._add_control_input(starts[-1])
-                _start_early(starts, buckets)
-        return [(averaged.get(v), v) for _, v in pairs]
+        if self.bucket_bytes == 0:
+            for group in groups:
+                averaged.update(_unpack(allreduce(_pack(group), op=self._op), group))
+            return averaged
+        average = self._op == Average
+        scale = 1.0 / size() if average else 1.0
+        buckets = [b for group in groups for b in _buckets(group, self.bucket_bytes)]
+        starts, waits = [], []
+        for i, bucket in enumerate(buckets):
+            # the average of g + wd * w over the ranks is average(g) + wd * w (w is the same on every rank): the
+            # decay's term stays out of the bucket, where the graph rewrite folds it into the update
+            decays = [_decay(g, v) if average else None for g, v in bucket]
+            grads = [g if d is None else d[0] for (g, _), d in zip(bucket, decays)]
+            dtype = grads[0].dtype.base_dtype
+            carrier = _carrier(dtype)  # float16's in float64: the all-reduce kernels take float32 and float64
+            start, sums = mpi_allreduce_split([g if carrier == dtype else math_ops.cast(g, carrier) for g in grads],
+                                              scale, name=f"bucket{i}")
+            if starts:  # the communication thread reduces in the order they start: the same on every rank
+                start._add_control_input(starts[-1])
+            starts.append(start)
+            waits.append(sums[0].op)
+            sums = [s if carrier == dtype else math_ops.cast(s, dtype) for s in sums]
+            averaged.update((v, s if d is None else math_ops.add_n([d[1], s]))
+                            for (_, v), s, d in zip(bucket, sums, decays))
+        for wait in waits:  # none blocks before every bucket is on its way
+            wait._add_control_input(starts[-1])
+        _start_early(starts, buckets)
+        return averaged
 
 
 def _decay(g, v) -> tuple | None:

@@ -25,8 +25,19 @@ from tfplus.runtime.comm import MAX, SUM, world
 def _mpi_allreduce(ctx, ins, outs, attrs):
     reducer.settle()
     reducer.count += 1
+    # Started and waited for by polls: a blocking all-reduce waited for ever where another rank stalls (a rank that
+    # ran a step fewer and now waits in another collective, one stuck reading its data)
     np.copyto(outs[0], ins[0])
-    world().allreduce(outs[0])
+    comm = world()
+    request = comm.iallreduce(outs[0])
+    if request.Test():
+        return
+    deadline, spin = time.monotonic() + allreduce_timeout(), time.perf_counter() + 1e-4
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise timed_out(comm.rank, f"{ctx.op.type} '{ctx.op.name}'", allreduce_timeout())
+        if time.perf_counter() > spin:
+            time.sleep(2e-5)
 
 
 def _positive(name: str, default: str, what: str) -> float:
@@ -44,6 +55,14 @@ def allreduce_timeout() -> float:
     """Seconds the host waits for an all-reduce before it gives up (TFPLUS_ALLREDUCE_TIMEOUT, default 300)."""
     return _positive("TFPLUS_ALLREDUCE_TIMEOUT", "300", "the seconds the host waits for an all-reduce before it ends "
                      "the job with an error")
+
+
+def timed_out(rank: int, what: str, timeout: float) -> TimeoutError:
+    """The error of rank `rank`'s wait for the all-reduce of `what` that gave up after `timeout` seconds."""
+    return TimeoutError(
+        f"rank {rank}: the all-reduce of {what} did not finish within {timeout:g} s (TFPLUS_ALLREDUCE_TIMEOUT): "
+        "another rank died, hangs, or runs different steps; check the other ranks' output, or raise the timeout if "
+        "a rank is that slow on purpose (a first step's builds)")
 
 
 def parts(shapes) -> list[slice]:
@@ -363,11 +382,8 @@ class Reducer:
         not done within the timeout (naming the bucket and what to look at), never waiting for ever."""
         done = self._pump(job, time.monotonic() + self.timeout) if self.polled else job.done.wait(self.timeout)
         if not done:
-            what = "the ranks' signal check" if job.largest else f"gradient bucket {job.key}"
-            raise TimeoutError(
-                f"rank {self.rank}: the all-reduce of {what} did not finish within {self.timeout:g} s "
-                "(TFPLUS_ALLREDUCE_TIMEOUT): another rank died, hangs, or runs different steps; check the other "
-                "ranks' output, or raise the timeout if a rank is that slow on purpose (a first step's builds)")
+            raise timed_out(self.rank, "the ranks' signal check" if job.largest else f"gradient bucket {job.key}",
+                            self.timeout)
         self._check()
         return job.host
 

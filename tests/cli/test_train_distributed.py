@@ -81,6 +81,19 @@ def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_pat
     assert_variables_close(checkpoint_variables(tf.train.latest_checkpoint(ckpt)), one_process)
 
 
+def test_a_budgeted_run_and_its_resume_train_as_one_process_and_forked_workers_are_refused(one_process, tmp_path):
+    """--memory-budget is each rank's, for its shard of the batch; --resume takes it from the checkpoint. A rank
+    forks no step workers: --workers 2 is refused, naming what to do."""
+    ckpt = str(tmp_path / "ckpt")
+    run = _mpiexec(*RUN, "--memory-budget", "2MB", "--checkpoint-dir", ckpt, stop=("SIGTERM", 5))
+    assert "SIGTERM: stopped at step 5/8" in run.stderr, run.stderr
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
+    assert run.returncode == 0, run.stderr
+    assert_variables_close(checkpoint_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+    run = _mpiexec(*RUN, "--workers", "2", "--checkpoint-dir", str(tmp_path / "workers"))
+    assert run.returncode == 2 and "--workers 2 with --distributed: each rank is one process" in run.stderr
+
+
 class _Job:
     """What _for_this_rank asks of tfplus.distributed: rank 1 of 2, the second on its host."""
     size, rank, local_rank = staticmethod(lambda: 2), staticmethod(lambda: 1), staticmethod(lambda: 1)

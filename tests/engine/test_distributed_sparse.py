@@ -1,6 +1,6 @@
-"""tfplus.distributed with an embedding under `mpiexec -n 2`: DistributedOptimizer makes the IndexedSlices
-gradient dense before the all-reduce (Horovod's sparse_as_dense=True), so two ranks looking up half the ids each
-train to the weights of one process looking up all of them."""
+"""tfplus.distributed with an embedding under `mpiexec -n 2`: DistributedOptimizer gathers the ranks' rows of the
+IndexedSlices gradient (Horovod's default, sparse_as_dense=False), so two ranks looking up half the ids each train
+to the weights of one process looking up all of them."""
 import os
 import subprocess
 import sys

@@ -56,14 +56,30 @@ def test_ctrl_c_before_the_steps_ends_every_rank_saying_so_with_130(tmp_path):
     assert "of 2 was interrupted; ending every rank" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_a_rank_that_dies_before_starting_mpi_does_not_leave_the_others_waiting_for_ever():
-    """Rank 0 gone before MPI_Init (Ctrl-C while it imported tfplus): rank 1 spun in MPI_Init until killed (the
-    sweep's SIGINT to mpiexec 1.9 s after the start); now it ends after TFPLUS_ALLREDUCE_TIMEOUT, and the job."""
-    script = ("import os, sys\n"
-              "if os.environ['PMI_RANK'] == '0':\n"
-              "    os._exit(3)\n"
-              "import tfplus.distributed as d\n"
-              "d.init()\n")
-    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", script], capture_output=True, text=True,
-                         env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="3"), timeout=45)
+_BEFORE_MPI = ("import os, signal, sys\n"
+               "if os.environ['PMI_RANK'] == '0':\n"
+               "    os._exit(3)\n"
+               "import tfplus.distributed as d\n"
+               "d.init()\n")
+_PHASE_HOOK = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "phase_signal")
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGINT"])
+def test_a_rank_that_ends_before_starting_mpi_ends_the_job_within_seconds_saying_so(tmp_path, how):
+    """Rank 0 gone before MPI_Init (it exited, or `tfplus train --distributed`'s handler ended it at a SIGTERM or a
+    Ctrl-C as it called tfplus.distributed.init): MPICH's mpiexec does not take a rank's normal end before MPI's
+    start for a failure, and rank 1 spun in MPI_Init until TFPLUS_ALLREDUCE_TIMEOUT (300 s by default) ended it. Now
+    a watcher of rank 1 sees rank 0 gone and ends it within a second or two, saying why, and mpiexec the job."""
+    env = dict(ENV)
+    env.pop("TFPLUS_ALLREDUCE_TIMEOUT", None)  # the default, 300 s: the job must end long before it
+    if how == "exit":
+        cmd = [sys.executable, "-c", _BEFORE_MPI]
+    else:
+        env.update(PYTHONPATH=_PHASE_HOOK + os.pathsep + env["PYTHONPATH"],
+                   TFPLUS_PHASE_SIGNAL=f"call:tfplus.distributed:init {how} rank0")
+        cmd = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", "lenet", "--batch-size", "16",
+               "--no-eval", "--steps", "2", "--checkpoint-dir", str(tmp_path), "--distributed"]
+    run = subprocess.run([str(MPIEXEC), "-n", "2", *cmd], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode != 0
+    assert "rank 1 is starting MPI, but 1 of this host's 2 ranks ended before they started it" in run.stderr, \
+        run.stdout + run.stderr

@@ -634,5 +634,8 @@ def _slot_view(rt, arena, offset: int, slot: tuple):
 
 
 def _view(rt, arena, b, shift: int = 0):
-    """The view of buffer `b` (of a lane's copy `shift` bytes further, MemoryPlan.stream_lanes)."""
+    """The view of buffer `b` (of a lane's copy `shift` bytes further, MemoryPlan.stream_lanes). A string tensor's
+    is an array of its own (an assertion's message): its Python objects cannot live in the arena's bytes."""
+    if b.dtype.np.kind == "O":
+        return rt.allocate(b.shape, b.dtype)
     return rt.sub_buffer(arena, b.offset + shift, b.shape, b.dtype)
