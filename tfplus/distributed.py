@@ -683,6 +683,14 @@ def allgather(tensor, name: str | None = None):
 
         >>> every_prediction = allgather(predictions)
     """
+    return _allgather(tensor, name, same_rows=False)
+
+
+def _allgather(tensor, name: str | None, same_rows: bool):
+    """allgather; `same_rows`: a first dimension the graph knows is every rank's (checked when the step runs), so
+    the result's shape is known too: a step under a memory_budget is planned from shapes (a sparse gradient's
+    gathered rows in DistributedOptimizer). A script's own gather keeps Horovod's rule: the ranks' first dimensions
+    may differ even where each graph knows its own (constants of r + 1 rows on rank r)."""
     n, me = size(), rank()
     with name_scope(name, "DistributedAllgather"):
         tensor = convert_to_tensor(tensor)
@@ -695,15 +703,13 @@ def allgather(tensor, name: str | None = None):
         ndims, known = tensor.get_shape().ndims, tensor.get_shape().as_list()[0]
         carrier = _carrier(dtype)
         value = tensor if carrier == dtype else math_ops.cast(tensor, carrier)
-        if known is None:
+        if known is None or not same_rows:
             before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
             after = math_ops.reduce_sum(sizes) - before - sizes[me]
             edges = array_ops.stack([array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] *
                                     (ndims - 1))
         else:
-            # A first dimension the graph knows (a fixed batch, a sparse gradient's rows) is taken to be every
-            # rank's, so that the result's shape is known too: a step under a memory_budget is planned from shapes
-            # (a sparse gradient's gathered rows in DistributedOptimizer). The ranks' sizes check it.
+            # The ranks' sizes check that every rank has the rows this graph knows.
             # NOTE: the sizes alone as data: a string tensor (a message) cannot be planned into a budget's arena
             check = control_flow_ops.Assert(math_ops.reduce_all(math_ops.equal(sizes, known)), [sizes],
                                             name="rows_equal_on_every_rank__else_a_None_first_dimension")
@@ -798,8 +804,9 @@ class DistributedOptimizer(WrapperOptimizer):
 
     def _gather(self, g: IndexedSlices) -> IndexedSlices:
         """A sparse gradient's rows and indices from every rank (Horovod's allgather of IndexedSlices)."""
-        values = allgather(g.values)
-        return IndexedSlices(values * (1.0 / size()) if self._op == Average else values, allgather(g.indices),
+        values = _allgather(g.values, None, same_rows=True)
+        return IndexedSlices(values * (1.0 / size()) if self._op == Average else values,
+                             _allgather(g.indices, None, same_rows=True),
                              g.dense_shape)
 
     def _reduce_dense(self, live: list) -> dict:

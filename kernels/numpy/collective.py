@@ -32,10 +32,13 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     request = comm.iallreduce(outs[0])
     if request.Test():
         return
-    deadline, spin = time.monotonic() + allreduce_timeout(), time.perf_counter() + 1e-4
+    # gloo's collectives fail by themselves after the timeout, with what the other rank did: this is MPI's bound,
+    # and only a backstop under gloo
+    wait = allreduce_timeout() * (1 if comm.name == "mpi" else 2)
+    deadline, spin = time.monotonic() + wait, time.perf_counter() + 1e-4
     while not request.Test():
         if time.monotonic() > deadline:
-            raise timed_out(comm.rank, f"{ctx.op.type} '{ctx.op.name}'", allreduce_timeout())
+            raise timed_out(comm.rank, f"{ctx.op.type} '{ctx.op.name}'", wait)
         if time.perf_counter() > spin:
             time.sleep(2e-5)
 

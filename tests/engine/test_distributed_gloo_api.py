@@ -34,7 +34,9 @@ with tf.Session() as sess:
     got = sess.run([v, s, dist.allgather(rows), total, mean, dist.broadcast(tf.constant([5.0 + r]), 0)])
 print(f"rank {r} of {dist.size()} {dist.backend()} local {dist.local_rank()} of {dist.local_size()}: "
       f"v {got[0].ravel().tolist()} s {got[1]} gather {got[2][:, 0].tolist()} sum {got[3].tolist()} "
-      f"mean {got[4].tolist()} bcast {got[5].tolist()} max {later()} {dist.max_over_ranks(r)}", flush=True)
+      f"mean {got[4].tolist()} bcast {got[5].tolist()} max {later()} {dist.max_over_ranks(r)} "
+      f"cross {dist.cross_rank()} of {dist.cross_size()} homogeneous {dist.is_homogeneous()} "
+      f"mpi {dist.mpi_enabled()} {dist.mpi_threads_supported()} gloo {dist.gloo_enabled()}", flush=True)
 """
 
 
@@ -43,7 +45,7 @@ def test_the_collectives_and_the_broadcast_give_every_rank_the_same_values():
     assert run.returncode == 0, run.stderr
     for r in (0, 1):
         line = (f"rank {r} of 2 gloo local {r} of 2: v {[1.0] * 6} s 10 gather [0.0, 1.0, 1.0] sum [2.0, 2.0] "
-                "mean [1.0] bcast [5.0] max 7 1")
+                "mean [1.0] bcast [5.0] max 7 1 cross 0 of 1 homogeneous True mpi False False gloo True")
         assert line in run.stdout, run.stdout
 
 

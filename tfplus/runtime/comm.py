@@ -67,13 +67,16 @@ class _Work:
     """A gloo operation started (async_op=True), answering Test() as mpi4py's requests do; its error, if any,
     raises there."""
 
-    def __init__(self, work):
-        self.work = work
+    def __init__(self, work, failed):
+        self.work, self.failed = work, failed
 
     def Test(self) -> bool:  # noqa: N802  mpi4py's name: Reducer._poll tests either backend's requests
         if not self.work.is_completed():
             return False
-        self.work.wait()
+        try:
+            self.work.wait()
+        except RuntimeError as e:
+            raise self.failed(e) from None
         return True
 
 
@@ -101,7 +104,7 @@ class GlooComm:
 
     def iallreduce(self, buf: np.ndarray, op: str = SUM) -> _Work:
         return _Work(self._dist.all_reduce(self._torch.from_numpy(buf), op=self._op(op), group=self.group,
-                                           async_op=True))
+                                           async_op=True), lambda e: self._failed("all-reduce", e))
 
     def barrier(self) -> None:
         try:
