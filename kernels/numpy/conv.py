@@ -711,7 +711,9 @@ class Tiles(NamedTuple):
             ws += [((r * th, self.w, nb * k), dtype),          # dy, HWNC, zero rows below to whole tiles
                    ((a, th, r * tw, nb * k), dtype),           # row-transformed dy, zero columns to whole tiles
                    ((a * a, th * tw * nb, k), dtype),          # transformed dy
-                   ((a * a, c, k), dtype), ((a * a, c, k), dtype)]  # this chunk's and the summed V^T @ dM
+                   ((a * a, c, k), dtype)]                     # the summed V^T @ dM
+            if nb < self.n:  # a later chunk's V^T @ dM: (r + 2)^2 C K, F(4x4)'s as large as a chunk's data
+                ws.append(((a * a, c, k), dtype))
         if r == 4:  # _bt4, _at4 and _a4's shared term: as large as a column pass's output, a * tiles * images
             ws.append(((a * th * tw * nb * max(c, k),), dtype))
         return ws
@@ -806,8 +808,9 @@ def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, sh
     k = dy.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div, r)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
-    xp, tr, v, dyt, rt, dm, part, acc = bufs[:8]
-    tmp = bufs[8] if r == 4 else None
+    xp, tr, v, dyt, rt, dm, acc = bufs[:7]
+    part = bufs[7] if t.nb < n else None
+    tmp = bufs[-1] if r == 4 else None
     th, tw, a = t.th, t.tw, t.a
     for i, (n0, m) in enumerate(t.chunks()):
         vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, tmp)
