@@ -4,8 +4,8 @@ Three paths, chosen from shapes and attrs alone (so the declared workspaces matc
 - generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
 - shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
   flattened image, and fewer of them (3 instead of 9);
-- winograd: the same convolutions when they have 64 or more channels in and out, or 32 one way and 64 the other
-  (_path): F(2x2, 3x3) does 4/9 of the multiplies, which there pays for its transforms.
+- winograd: the same convolutions when they have 32 or more channels in and out (_path): F(4x4, 3x3) does 1/4 of
+  the multiplies (F(2x2, 3x3), on images where F(4x4)'s tiles waste more, 4/9), which there pays for its transforms.
 The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
@@ -85,7 +85,7 @@ def _path(c_in: int, c_out: int, h: int, w: int) -> str:
     into c_in) and its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved
     multiplies repay with 32 or more channels in and out: Mentee's conv2-5 at batch 32, one thread, each pass
     3-60% faster by F(4x4) than by the shift path (conv2, 32 into 32 at 32x32, 5-10%), and 10-25% faster than
-    by F(2x2) (benchmarks/bench_cpu_kernels.py --convs). With fewer channels (16 into 16 at 32x32, 3 into 32) the
+    by F(2x2) (benchmarks/bench_conv.py --paths). With fewer channels (16 into 16 at 32x32, 3 into 32) the
     shift path is 15-60% faster. F(4x4) where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste
     more on small images: 6x6 ties, 2x2 is 2.25x F(2x2)'s): its transforms have ~3x F(2x2)'s passes."""
     if min(c_in, c_out) < 32:
@@ -712,7 +712,8 @@ class Tiles(NamedTuple):
                    ((a, th, r * tw, nb * k), dtype),           # row-transformed dy, zero columns to whole tiles
                    ((a * a, th * tw * nb, k), dtype),          # transformed dy
                    ((a * a, c, k), dtype)]                     # the summed V^T @ dM
-            if nb < self.n:  # a later chunk's V^T @ dM: (r + 2)^2 C K, F(4x4)'s as large as a chunk's data
+            if nb < self.n:  # a later chunk's V^T @ dM: not in one chunk (F(4x4)'s of conv5, 1.2 MB, took
+                # Mentee's 12 MB plan, one image a micro-batch, to 12.96 MB: tests/planner/test_floors.py)
                 ws.append(((a * a, c, k), dtype))
         if r == 4:  # _bt4, _at4 and _a4's shared term: as large as a column pass's output, a * tiles * images
             ws.append(((a * th * tw * nb * max(c, k),), dtype))
