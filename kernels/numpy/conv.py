@@ -85,8 +85,8 @@ def _path(c_in: int, c_out: int, h: int, w: int) -> str:
     into c_in) and its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved
     multiplies repay with 32 or more channels in and out: Mentee's conv2-5 at batch 32, one thread, each pass
     3-60% faster by F(4x4) than by the shift path (conv2, 32 into 32 at 32x32, 5-10%), and 10-25% faster than
-    by F(2x2) (benchmarks/bench_conv.py --paths). With fewer channels (16 into 16 at 32x32, 3 into 32) the
-    shift path is 15-60% faster. F(4x4) where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste
+    by F(2x2) (benchmarks/bench_conv.py --paths). With fewer channels the shift path is faster (16 into 16 at
+    32x32 by 13-15%, 3 into 32 by 2-3x). F(4x4) where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste
     more on small images: 6x6 ties, 2x2 is 2.25x F(2x2)'s): its transforms have ~3x F(2x2)'s passes."""
     if min(c_in, c_out) < 32:
         return "shift"
@@ -559,8 +559,8 @@ def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, s
 # copies in pieces that stay in cache (_to_hwnc, _from_hwnc).
 # F(2x2): B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]; F(4x4): the
 # matrices below (Lavin & Gray's, points 0, +-1, +-2): its transforms take ~3x the NumPy passes of F(2x2)'s on
-# a smaller tiled copy, and its float32 error is a few times larger (tests/ops/test_nn.py holds it to the
-# generic path's results on Mentee's shapes).
+# a smaller tiled copy, and its float32 error is 10-20x larger: 3-8e-6 of the largest result on Mentee's layers
+# (tests/ops/test_nn.py::test_winograd4_float32_error).
 _G2 = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 _G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
                 [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
