@@ -84,10 +84,11 @@ def _path(c_in: int, c_out: int, h: int, w: int) -> str:
     """The fast path for a conv of c_in into c_out channels on H x W images, its input gradient (a conv of c_out
     into c_in) and its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved
     multiplies repay with 32 or more channels in and out: Mentee's conv2-5 at batch 32, one thread, each pass
-    3-60% faster by F(4x4) than by the shift path (conv2, 32 into 32 at 32x32, 5-10%), and 10-25% faster than
-    by F(2x2) (benchmarks/bench_conv.py --paths). With fewer channels the shift path is faster (16 into 16 at
-    32x32 by 13-15%, 3 into 32 by 2-3x). F(4x4) where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste
-    more on small images: 6x6 ties, 2x2 is 2.25x F(2x2)'s): its transforms have ~3x F(2x2)'s passes."""
+    faster by F(4x4) than by the shift path (conv3-5 by 40-65%; conv2, 32 into 32 at 32x32, by 5-10%, its input
+    gradient -3 to +9% from run to run), and 0-25% faster than by F(2x2) (benchmarks/bench_conv.py --paths).
+    With fewer channels the shift path is faster (16 into 16 at 32x32 by 13-15%, 3 into 32 by 2-3x). F(4x4)
+    where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste more on small images: 6x6 ties, 2x2
+    is 2.25x F(2x2)'s): its transforms have ~3x F(2x2)'s passes."""
     if min(c_in, c_out) < 32:
         return "shift"
     f4, f2 = 36 * -(-h // 4) * -(-w // 4), 16 * -(-h // 2) * -(-w // 2)
