@@ -1,7 +1,8 @@
 """Times the NumPy conv kernels on each Mentee conv layer (NCHW, 3x3 SAME, batch 128): forward, input
 gradient and filter gradient, in ms and GFLOP/s (2*N*H*W*C*K*9 per pass), and compares with PyTorch if it is
 installed. Run: `python benchmarks/bench_conv.py [--batch 128] [--repeat 5] [--generic] [--clock cpu]
-[--torch-threads 1]`.
+[--torch-threads 1] [--paths shift,winograd,winograd4]` (--paths: each fast path of conv.py on every layer, the one
+conv._path picks or not, as columns beside the kernels').
 
 The machine may be shared: each pass is timed `--repeat` times and the minimum is reported, and the
 alternatives are interleaved in one run so that load affects them alike. On a busy machine, compare
@@ -64,6 +65,32 @@ def numpy_passes(n, c, k, hw, generic: bool):
             "filter": lambda: kern["Conv2DBackpropFilter"](ctx, [x, sizes_f, dy], [df], ATTRS)}
 
 
+def path_passes(n, c, k, hw, path: str):
+    """The three passes of one layer by one fast path (conv._TILE's Winograd tiles or 'shift'), whichever
+    conv._path would choose; the filter's transforms are made in each pass, as the kernels make them."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, c, hw, hw), np.float32)
+    f = rng.standard_normal((3, 3, c, k), np.float32)
+    dy = rng.standard_normal((n, k, hw, hw), np.float32)
+    y, dx, df = np.empty_like(dy), np.empty_like(x), np.empty_like(f)
+    ctx, dt, r = Ctx(), dtypes.float32, conv._TILE.get(path)
+
+    def conv_with(src, filt, cin, cout, out):
+        shared = conv._shared(ctx, path, "forward", filt, cin, cout, hw, hw, dt)
+        if r:
+            conv._wino_conv(ctx, src, shared, out, r=r)
+        else:
+            conv._shift_conv(ctx, src, shared, out)
+
+    def filter_grad():
+        if r:
+            conv._wino_backprop_filter(ctx, x, dy, df, [], r=r)
+        else:
+            conv._shift_backprop_filter(ctx, x, dy, df, [])
+    return {"forward": lambda: conv_with(x, f, c, k, y), "input": lambda: conv_with(dy, conv._flipped(f), k, c, dx),
+            "filter": filter_grad}
+
+
 def torch_passes(n, c, k, hw):
     import torch
     torch.manual_seed(0)
@@ -84,7 +111,13 @@ def main() -> None:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time, or this process's CPU time (all threads)")
     ap.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--paths", default="", help="comma list of fast paths to time on every layer: "
+                    + ", ".join(["shift", *conv._TILE]))
     args = ap.parse_args()
+    paths = [p for p in args.paths.split(",") if p]
+    bad = [p for p in paths if p not in ("shift", *conv._TILE)]
+    if bad:
+        ap.error(f"--paths {','.join(bad)}: not a fast path (shift, {', '.join(conv._TILE)})")
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     try:
         import torch
@@ -93,7 +126,7 @@ def main() -> None:
             torch.set_num_threads(args.torch_threads)
     except ImportError:
         torch = None
-    impls = ["tfplus"] + (["generic"] if args.generic else []) + (["torch"] if torch else [])
+    impls = ["tfplus"] + (["generic"] if args.generic else []) + paths + (["torch"] if torch else [])
     threads = f", torch threads {torch.get_num_threads()}" if torch else ""
     print(f"batch {args.batch}, NCHW float32, 3x3 SAME stride 1; best of {args.repeat}, {args.clock} clock, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}{threads}")
@@ -105,6 +138,8 @@ def main() -> None:
         passes = {"tfplus": numpy_passes(n, c, k, hw, False)}
         if args.generic:
             passes["generic"] = numpy_passes(n, c, k, hw, True)
+        for path in paths:
+            passes[path] = path_passes(n, c, k, hw, path)
         if torch:
             passes["torch"] = torch_passes(n, c, k, hw)
         for p in ("forward", "input", "filter"):

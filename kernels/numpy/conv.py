@@ -4,8 +4,8 @@ Three paths, chosen from shapes and attrs alone (so the declared workspaces matc
 - generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
 - shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
   flattened image, and fewer of them (3 instead of 9);
-- winograd: the same convolutions when they have 64 or more channels in and out, or 32 one way and 64 the other
-  (_path): F(2x2, 3x3) does 4/9 of the multiplies, which there pays for its transforms.
+- winograd: the same convolutions when they have 32 or more channels in and out (_path): F(4x4, 3x3) does 1/4 of
+  the multiplies (F(2x2, 3x3), on images where F(4x4)'s tiles waste more, 4/9), which there pays for its transforms.
 The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
@@ -76,15 +76,23 @@ def is_fast(x_shape, f_shape, attrs) -> bool:
             and tuple(attrs["strides"]) == (1, 1, 1, 1))
 
 
-def _path(c_in: int, c_out: int) -> str:
-    """The fast path for a conv of c_in into c_out channels, its input gradient (a conv of c_out into c_in) and
-    its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved multiplies repay
-    with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3, one thread,
-    1 MB chunks, batch 32 and 128 alike: forward and input gradient 10-25%, filter gradient 25-30% faster than the
-    shift path). NOTE: the filter gradient of 32 into 32 channels is ~20% faster by Winograd too, but its scratch
-    per image is 2.5x the shift path's, which takes Mentee's 12 MB plan (one image a micro-batch) over 12 MB."""
-    fewer, more = sorted((c_in, c_out))
-    return "winograd" if fewer >= 32 and more >= 64 else "shift"
+# The Winograd paths and their output tiles' side: F(2x2, 3x3) and F(4x4, 3x3).
+_TILE = {"winograd": 2, "winograd4": 4}
+
+
+def _path(c_in: int, c_out: int, h: int, w: int) -> str:
+    """The fast path for a conv of c_in into c_out channels on H x W images, its input gradient (a conv of c_out
+    into c_in) and its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved
+    multiplies repay with 32 or more channels in and out: Mentee's conv2-5 at batch 32, one thread, each pass
+    faster by F(4x4) than by the shift path (conv3-5 by 40-65%; conv2, 32 into 32 at 32x32, by 5-10%, its input
+    gradient -3 to +9% from run to run), and 0-25% faster than by F(2x2) (benchmarks/bench_conv.py --paths).
+    With fewer channels the shift path is faster (16 into 16 at 32x32 by 13-15%, 3 into 32 by 2-3x). F(4x4)
+    where its tiles take fewer multiplies than F(2x2)'s (tiles of 4 waste more on small images: 6x6 ties, 2x2
+    is 2.25x F(2x2)'s): its transforms have ~3x F(2x2)'s passes."""
+    if min(c_in, c_out) < 32:
+        return "shift"
+    f4, f2 = 36 * -(-h // 4) * -(-w // 4), 16 * -(-h // 2) * -(-w // 2)
+    return "winograd4" if f4 < f2 else "winograd"
 
 
 def _flipped(f: np.ndarray) -> np.ndarray:
@@ -542,22 +550,121 @@ def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, s
         df[...] = acc.reshape(3, k, 3, c).transpose(0, 2, 3, 1)
 
 
-# -- Winograd F(2x2, 3x3) ------------------------------------------------------------------------------------
-# Lavin & Gray's minimal filtering: a 2x2 output tile is A^T [(G g G^T) * (B^T d B)] A for its 4x4 input
-# tile d, 16 multiplies per (in, out) channel pair instead of 36, so the GEMMs do 4/9 of direct convolution's
-# work (B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]). Per chunk of
-# images the data is kept "HWNC" (rows, columns, then images x channels): every transform step is then an add
-# of long contiguous runs, and the 16 GEMMs are big ones, (tiles x images, C) @ (C, K). NCHW <-> HWNC changes
-# are copies in pieces that stay in cache (_to_hwnc, _from_hwnc).
-_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-# The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
-# of a negation); the filter-gradient transform undoes it.
-_G_SIGNED = _G * np.array([1, 1, 1, -1])[:, None]
-_WINO_CHUNK_BYTES = 2 << 20  # transformed input (16 x tiles x images x C) per chunk: see _CHUNK_BYTES
+# -- Winograd F(2x2, 3x3) and F(4x4, 3x3) --------------------------------------------------------------------
+# Lavin & Gray's minimal filtering: an r x r output tile (r = 2 or 4) is A^T [(G g G^T) * (B^T d B)] A for its
+# (r + 2) x (r + 2) input tile d: (r + 2)^2 multiplies per (in, out) channel pair for r^2 outputs, so the GEMMs
+# do 4/9 (F(2x2)) or 1/4 (F(4x4)) of direct convolution's work, and the transformed data is 4x or 2.25x the
+# image's. Per chunk of images the data is kept "HWNC" (rows, columns, then images x channels): each 1-D
+# transform (_BT, _AT, _A) runs once on the rows of every tile, then once on their columns, as adds of long
+# contiguous runs, and the (r + 2)^2 GEMMs are big ones, (tiles x images, C) @ (C, K). NCHW <-> HWNC changes are
+# copies in pieces that stay in cache (_to_hwnc, _from_hwnc).
+# F(2x2): B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]; F(4x4): the
+# matrices below (Lavin & Gray's, points 0, +-1, +-2): its transforms take ~3x the NumPy passes of F(2x2)'s on
+# a smaller tiled copy, and its float32 error is 10-20x larger: 3-8e-6 of the largest result on Mentee's layers
+# (tests/ops/test_nn.py::test_winograd4_float32_error).
+_G2 = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+_WINO_CHUNK_BYTES = 2 << 20  # transformed input ((r + 2)^2 x tiles x images x C) per chunk: see _CHUNK_BYTES
+
+
+def _bt2(d, o, tmp) -> None:
+    """o[i] = sum_j B^T[i, j] d[j] for F(2x2)'s 4 x 4 B^T (lists of views of one shape)."""
+    np.subtract(d[0], d[2], out=o[0])
+    np.add(d[1], d[2], out=o[1])
+    np.subtract(d[2], d[1], out=o[2])
+    np.subtract(d[1], d[3], out=o[3])
+
+
+def _bt4(d, o, tmp) -> None:
+    """o[i] = sum_j B^T[i, j] d[j] for F(4x4)'s B^T = [[4,0,-5,0,1,0], [0,-4,-4,1,1,0], [0,4,-4,-1,1,0],
+    [0,-2,-1,2,1,0], [0,2,-1,-2,1,0], [0,4,0,-5,0,1]], in 19 passes over shared terms (tmp: scratch of o's shape)."""
+    s, t = o[3], tmp
+    np.subtract(d[4], d[2], out=s)
+    np.subtract(d[0], d[2], out=o[0])
+    o[0] *= 4
+    o[0] += s                           # 4 d0 - 5 d2 + d4
+    np.subtract(d[3], d[1], out=t)
+    t *= 2
+    np.subtract(d[5], d[3], out=o[5])
+    o[5] -= t
+    o[5] -= t                           # 4 d1 - 5 d3 + d5
+    np.subtract(s, t, out=o[4])         # (d4 - d2) - 2 (d3 - d1)
+    s += t                              # (d4 - d2) + 2 (d3 - d1)
+    np.add(d[1], d[2], out=t)
+    t *= 4
+    np.add(d[3], d[4], out=o[1])
+    o[1] -= t
+    np.subtract(d[1], d[2], out=t)
+    t *= 4
+    np.subtract(d[4], d[3], out=o[2])
+    o[2] += t
+
+
+def _at2(m, o, tmp) -> None:
+    """o[i] = sum_j A^T[i, j] m[j] for F(2x2)'s 2 x 4 A^T."""
+    np.add(m[0], m[1], out=o[0])
+    o[0] += m[2]
+    np.subtract(m[1], m[2], out=o[1])
+    o[1] -= m[3]
+
+
+def _at4(m, o, tmp) -> None:
+    """o[i] = sum_j A^T[i, j] m[j] for F(4x4)'s A^T = [[1,1,1,1,1,0], [0,1,-1,2,-2,0], [0,1,1,4,4,0],
+    [0,1,-1,8,-8,1]], in 13 passes."""
+    t = tmp
+    np.add(m[1], m[2], out=o[2])
+    np.add(m[3], m[4], out=t)
+    np.add(m[0], o[2], out=o[0])
+    o[0] += t
+    t *= 4
+    o[2] += t                           # (m1 + m2) + 4 (m3 + m4)
+    np.subtract(m[1], m[2], out=o[1])
+    np.subtract(m[3], m[4], out=t)
+    np.add(o[1], m[5], out=o[3])
+    t *= 2
+    o[1] += t                           # (m1 - m2) + 2 (m3 - m4)
+    t *= 4
+    o[3] += t                           # (m1 - m2) + 8 (m3 - m4) + m5
+
+
+def _a2(y, o, tmp) -> None:
+    """o[j] = sum_i A^T[i, j] y[i] (the output transform's adjoint, for dy) for F(2x2), o[3] negated: a copy
+    instead of a negation, undone by _GRAD_T[2]."""
+    o[0][...] = y[0]
+    np.add(y[0], y[1], out=o[1])
+    np.subtract(y[0], y[1], out=o[2])
+    o[3][...] = y[1]
+
+
+def _a4(y, o, tmp) -> None:
+    """o[j] = sum_i A^T[i, j] y[i] for F(4x4) (_at4's A^T), in 13 passes."""
+    t = tmp
+    np.add(y[0], y[2], out=o[1])
+    np.add(y[1], y[3], out=t)
+    np.subtract(o[1], t, out=o[2])
+    o[1] += t                           # y0 + y1 + y2 + y3; o[2]: y0 - y1 + y2 - y3
+    np.multiply(y[2], 4, out=o[3])
+    o[3] += y[0]
+    np.multiply(y[3], 4, out=t)
+    t += y[1]
+    t *= 2
+    np.subtract(o[3], t, out=o[4])
+    o[3] += t                           # y0 + 2 y1 + 4 y2 + 8 y3; o[4]: y0 - 2 y1 + 4 y2 - 8 y3
+    o[0][...] = y[0]
+    o[5][...] = y[3]
+
+
+_BT, _AT, _A = {2: _bt2, 4: _bt4}, {2: _at2, 4: _at4}, {2: _a2, 4: _a4}
+# G f G^T for every (c, k) at once is one GEMM of the flattened filter taps with G (x) G (a Kronecker product,
+# (r + 2)^2 x 9): memory-bound, and several times faster than the equivalent einsum, which loops in C without BLAS.
+# The filter gradient is G^T (sum over tiles of V^T dM) G, the same product's transpose (F(2x2)'s with _a2's sign).
+_FILTER = {2: np.kron(_G2, _G2), 4: np.kron(_G4, _G4)}
+_GRAD_T = {2: np.kron(_G2 * [[1], [1], [1], [-1]], _G2 * [[1], [1], [1], [-1]]).T.copy(), 4: _FILTER[4].T.copy()}
 
 
 class Tiles(NamedTuple):
-    """A Winograd problem: N images of C x H x W, K filters, th x tw output tiles, nb images per chunk."""
+    """A Winograd problem: N images of C x H x W, K filters, th x tw output tiles of r x r, nb images per chunk."""
     n: int
     c: int
     k: int
@@ -566,18 +673,24 @@ class Tiles(NamedTuple):
     th: int
     tw: int
     nb: int
+    r: int
 
     @staticmethod
-    def of(n: int, c: int, k: int, h: int, w: int, itemsize: int, div: int = 1) -> Tiles:
-        th, tw = -(-h // 2), -(-w // 2)
-        nb = max(1, min(n, _WINO_CHUNK_BYTES // div // (16 * th * tw * max(c, k) * itemsize)))
+    def of(n: int, c: int, k: int, h: int, w: int, itemsize: int, div: int = 1, r: int = 2) -> Tiles:
+        th, tw = -(-h // r), -(-w // r)
+        nb = max(1, min(n, _WINO_CHUNK_BYTES // div // ((r + 2) ** 2 * th * tw * max(c, k) * itemsize)))
         chunks = max(1, -(-n // nb))
-        return Tiles(n, c, k, h, w, th, tw, max(1, -(-n // chunks)))  # equal chunks
+        return Tiles(n, c, k, h, w, th, tw, max(1, -(-n // chunks)), r)  # equal chunks
+
+    @property
+    def a(self) -> int:
+        """An input tile's side."""
+        return self.r + 2
 
     @property
     def exact(self) -> bool:
-        """Whether the tiles cover the image exactly (even H and W)."""
-        return (2 * self.th, 2 * self.tw) == (self.h, self.w)
+        """Whether the tiles cover the image exactly (H and W multiples of r)."""
+        return (self.r * self.th, self.r * self.tw) == (self.h, self.w)
 
     def chunks(self):
         for n0 in range(0, self.n, self.nb):
@@ -585,21 +698,26 @@ class Tiles(NamedTuple):
 
     def workspaces(self, kind: str, dtype) -> list[tuple]:
         """Scratch in request order; kind 'forward' (a conv, also used for the input gradient) or 'filter'."""
-        th, tw, nb, c, k = self.th, self.tw, self.nb, self.c, self.k
-        ws = [((2 * th + 2, self.w, nb * c), dtype),           # x, HWNC, a zero row above and below
-              ((4, th, 2 * tw + 2, nb * c), dtype),            # row-transformed, a zero column each side
-              ((16, th * tw * nb, c), dtype)]                  # V: transformed input
+        th, tw, nb, c, k, r, a = self.th, self.tw, self.nb, self.c, self.k, self.r, self.a
+        ws = [((r * th + 2, self.w, nb * c), dtype),           # x, HWNC, a zero row above, zero rows below
+              ((a, th, r * tw + 2, nb * c), dtype),            # row-transformed, zero columns each side
+              ((a * a, th * tw * nb, c), dtype)]               # V: transformed input
         if kind == "forward":
-            ws += [((16, th * tw * nb, k), dtype),             # M = V @ U (U, the filter's, is shared)
-                   ((4, 2, th, tw, nb * k), dtype),            # column-transformed M
-                   ((2 * th, 2 * tw, nb, k), dtype)]           # y, HWNC, whole tiles
+            ws += [((a * a, th * tw * nb, k), dtype),          # M = V @ U (U, the filter's, is shared)
+                   ((a, r, th, tw, nb * k), dtype),            # column-transformed M
+                   ((r * th, r * tw, nb, k), dtype)]           # y, HWNC, whole tiles
             if not self.exact:
-                ws.append(((nb, k, 2 * th * 2 * tw), dtype))   # y, NCHW, whole tiles
+                ws.append(((nb, k, r * th * r * tw), dtype))   # y, NCHW, whole tiles
         else:
-            ws += [((2 * th, self.w, nb * k), dtype),          # dy, HWNC, a zero row below if H is odd
-                   ((4, th, 2 * tw, nb * k), dtype),           # row-transformed dy, a zero column if W is odd
-                   ((16, th * tw * nb, k), dtype),             # transformed dy
-                   ((16, c, k), dtype), ((16, c, k), dtype)]   # this chunk's and the summed V^T @ dM
+            ws += [((r * th, self.w, nb * k), dtype),          # dy, HWNC, zero rows below to whole tiles
+                   ((a, th, r * tw, nb * k), dtype),           # row-transformed dy, zero columns to whole tiles
+                   ((a * a, th * tw * nb, k), dtype),          # transformed dy
+                   ((a * a, c, k), dtype)]                     # the summed V^T @ dM
+            if nb < self.n:  # a later chunk's V^T @ dM: not in one chunk (F(4x4)'s of conv5, 1.2 MB, took
+                # Mentee's 12 MB plan, one image a micro-batch, to 12.96 MB: tests/planner/test_floors.py)
+                ws.append(((a * a, c, k), dtype))
+        if r == 4:  # _bt4, _at4 and _a4's shared term: as large as a column pass's output, a * tiles * images
+            ws.append(((a * th * tw * nb * max(c, k),), dtype))
         return ws
 
 
@@ -624,110 +742,92 @@ def _from_hwnc(src: np.ndarray, dst: np.ndarray) -> None:
         np.copyto(dst[:, :, p:p + _HWNC_POSITIONS], src[p:p + _HWNC_POSITIONS].transpose(1, 2, 0))
 
 
-def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v) -> np.ndarray:
-    """V[4r+s] (tiles x m, C) = B^T d B for every 4x4 input tile d of the m images x (m, C, H, W)."""
+def _tmp(buf, shape):
+    """F(4x4)'s scratch for a shared term, seen as `shape`; F(2x2)'s transforms need none."""
+    return None if buf is None else _prefix(buf, shape)
+
+
+def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, tmp) -> np.ndarray:
+    """V[a*i+j] (tiles x m, C) = B^T d B for every (r + 2)^2 input tile d of the m images x (m, C, H, W)."""
     m, c, h, w = x.shape
-    th, tw = t.th, t.tw
-    xp = _prefix(xp, (2 * th + 2, w, m * c))
+    th, tw, r, a = t.th, t.tw, t.r, t.a
+    xp = _prefix(xp, (r * th + 2, w, m * c))
     xp[0] = 0
     xp[h + 1:] = 0
     _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c))
-    tr = _prefix(tr, (4, th, 2 * tw + 2, m * c))
+    tr = _prefix(tr, (a, th, r * tw + 2, m * c))
     tr[:, :, 0] = 0
     tr[:, :, w + 1:] = 0
-    d = [xp[p:p + 2 * th:2] for p in range(4)]
     inner = tr[:, :, 1:w + 1]
-    np.subtract(d[0], d[2], out=inner[0])
-    np.add(d[1], d[2], out=inner[1])
-    np.subtract(d[2], d[1], out=inner[2])
-    np.subtract(d[1], d[3], out=inner[3])
-    v = _prefix(v, (4, 4, th, tw, m * c))
-    e = [tr[:, :, q:q + 2 * tw:2] for q in range(4)]  # all 4 rows of B^T d at once: fewer, longer NumPy calls
-    np.subtract(e[0], e[2], out=v[:, 0])
-    np.add(e[1], e[2], out=v[:, 1])
-    np.subtract(e[2], e[1], out=v[:, 2])
-    np.subtract(e[1], e[3], out=v[:, 3])
-    return v.reshape(16, th * tw * m, c)
+    _BT[r]([xp[p:p + r * th:r] for p in range(a)], inner, _tmp(tmp, inner.shape[1:]))
+    v = _prefix(v, (a, a, th, tw, m * c))  # all the rows' columns at once: fewer, longer NumPy calls
+    _BT[r]([tr[:, :, q:q + r * tw:r] for q in range(a)], v.transpose(1, 0, 2, 3, 4),
+           _tmp(tmp, (a, th, tw, m * c)))
+    return v.reshape(a * a, th * tw * m, c)
 
 
-def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
+def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1, r: int = 2) -> None:
     """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with the filter f (3, 3, C, K) whose transform U
-    shared holds (_shared)."""
+    shared holds (_shared), by F(r x r, 3x3)."""
     n, c, h, w = x.shape
     k = y.shape[1]
-    t = Tiles.of(n, c, k, h, w, x.itemsize, div)
+    t = Tiles.of(n, c, k, h, w, x.itemsize, div, r)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
     xp, tr, v, mm, z, yt = bufs[:6]
+    stage = None if t.exact else bufs[6]
+    tmp = bufs[-1] if r == 4 else None
     u = shared[0]
-    th, tw = t.th, t.tw
+    th, tw, a = t.th, t.tw, t.a
     for n0, m in t.chunks():
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
-        prod = _prefix(mm, (16, th * tw * m, k))
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, tmp)
+        prod = _prefix(mm, (a * a, th * tw * m, k))
         np.matmul(vv, u, out=prod)
-        prod = prod.reshape(4, 4, th, tw, m * k)
-        zz = _prefix(z, (4, 2, th, tw, m * k))  # M A per row of tiles, all 4 rows at once
-        np.add(prod[:, 0], prod[:, 1], out=zz[:, 0])
-        zz[:, 0] += prod[:, 2]
-        np.subtract(prod[:, 1], prod[:, 2], out=zz[:, 1])
-        zz[:, 1] -= prod[:, 3]
-        out = _prefix(yt, (2 * th, 2 * tw, m, k))
-        o = out.reshape(th, 2, tw, 2, m * k)
-        zt = zz.transpose(0, 2, 3, 1, 4)  # (row, th, tw, column, m * k): o[:, i]'s layout
-        np.add(zt[0], zt[1], out=o[:, 0])
-        o[:, 0] += zt[2]
-        np.subtract(zt[1], zt[2], out=o[:, 1])
-        o[:, 1] -= zt[3]
+        prod = prod.reshape(a, a, th, tw, m * k)
+        zz = _prefix(z, (a, r, th, tw, m * k))  # M A per row of tiles, all the rows at once
+        _AT[r](prod.transpose(1, 0, 2, 3, 4), zz.transpose(1, 0, 2, 3, 4), _tmp(tmp, (a, th, tw, m * k)))
+        out = _prefix(yt, (r * th, r * tw, m, k))
+        o = out.reshape(th, r, tw, r, m * k)
+        _AT[r](zz.transpose(0, 2, 3, 1, 4), o.transpose(1, 0, 2, 3, 4), _tmp(tmp, (th, tw, r, m * k)))
         dst = y[n0:n0 + m]
         if t.exact:
             _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w))
         else:
-            stage = _prefix(bufs[6], (m, k, 4 * th * tw))
-            _from_hwnc(out.reshape(4 * th * tw, m, k), stage)
-            dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
+            whole = _prefix(stage, (m, k, r * th * r * tw))
+            _from_hwnc(out.reshape(r * th * r * tw, m, k), whole)
+            dst[...] = whole.reshape(m, k, r * th, r * tw)[:, :, :h, :w]
 
 
-# G f G^T for every (c, k) at once is one GEMM of the flattened filter taps with G (x) G (a Kronecker product,
-# 16 x 9): memory-bound, and several times faster than the equivalent einsum, which loops in C without BLAS.
-_GG = np.kron(_G, _G)
-_GG_SIGNED_T = np.kron(_G_SIGNED, _G_SIGNED).T.copy()
+def _wino_filter(f: np.ndarray, u: np.ndarray, r: int = 2) -> np.ndarray:
+    """u[a*i+j] (C, K) = G f G^T for every (c, k) of f (3, 3, C, K); u is ((r + 2)^2, C, K)."""
+    return np.matmul(_FILTER[r].astype(f.dtype), f.reshape(9, -1), out=u.reshape(len(_FILTER[r]), -1))
 
 
-def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """u[4r+s] (C, K) = G f G^T for every (c, k) of f (3, 3, C, K); u is (16, C, K)."""
-    return np.matmul(_GG.astype(f.dtype), f.reshape(9, -1), out=u.reshape(16, -1))
-
-
-def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
-    """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
+def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1,
+                          r: int = 2) -> None:
+    """df = G^T (sum over tiles of V^T dM) G, dM = A dy A^T per r x r tile of dy (the output transform's
     adjoint), V the input transform of x."""
     n, c, h, w = x.shape
     k = dy.shape[1]
-    t = Tiles.of(n, c, k, h, w, x.itemsize, div)
+    t = Tiles.of(n, c, k, h, w, x.itemsize, div, r)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
-    xp, tr, v, dyt, rt, dm, part, acc = bufs
-    th, tw = t.th, t.tw
+    xp, tr, v, dyt, rt, dm, acc = bufs[:7]
+    part = bufs[7] if t.nb < n else None
+    tmp = bufs[-1] if r == 4 else None
+    th, tw, a = t.th, t.tw, t.a
     for i, (n0, m) in enumerate(t.chunks()):
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
-        d = _prefix(dyt, (2 * th, w, m * k))
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, tmp)
+        d = _prefix(dyt, (r * th, w, m * k))
         d[h:] = 0
         _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k))
-        r = _prefix(rt, (4, th, 2 * tw, m * k))
-        r[:, :, w:] = 0
-        d0, d1, inner = d[0::2], d[1::2], r[:, :, :w]
-        inner[0] = d0
-        np.add(d0, d1, out=inner[1])
-        np.subtract(d0, d1, out=inner[2])
-        inner[3] = d1  # negated: see _G_SIGNED
-        g = _prefix(dm, (4, 4, th, tw, m * k))
-        e0, e1 = r[:, :, 0::2], r[:, :, 1::2]  # all 4 rows at once
-        g[:, 0] = e0
-        np.add(e0, e1, out=g[:, 1])
-        np.subtract(e0, e1, out=g[:, 2])
-        g[:, 3] = e1
-        np.matmul(vv.transpose(0, 2, 1), g.reshape(16, th * tw * m, k), out=acc if i == 0 else part)
+        rows = _prefix(rt, (a, th, r * tw, m * k))
+        rows[:, :, w:] = 0
+        _A[r]([d[p::r] for p in range(r)], rows[:, :, :w], _tmp(tmp, (th, w, m * k)))
+        g = _prefix(dm, (a, a, th, tw, m * k))  # all the rows' columns at once
+        _A[r]([rows[:, :, q::r] for q in range(r)], g.transpose(1, 0, 2, 3, 4), _tmp(tmp, (a, th, tw, m * k)))
+        np.matmul(vv.transpose(0, 2, 1), g.reshape(a * a, th * tw * m, k), out=acc if i == 0 else part)
         if i:
             acc += part
-    np.matmul(_GG_SIGNED_T.astype(df.dtype), acc.reshape(16, -1), out=df.reshape(9, -1))  # G' acc G' summed
+    np.matmul(_GRAD_T[r].astype(df.dtype), acc.reshape(a * a, -1), out=df.reshape(9, -1))  # G^T acc G summed
 
 
 # -- kernels and their workspaces ----------------------------------------------------------------------------
@@ -747,8 +847,9 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
 
 def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list:
     """Scratch of the fast path for a conv of c into k channels on n images; kind 'forward' or 'filter'."""
-    if _path(c, k) == "winograd":
-        return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
+    path = _path(c, k, h, w)
+    if path in _TILE:
+        return Tiles.of(n, c, k, h, w, dtype.size, div, _TILE[path]).workspaces(kind, dtype)
     return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
 
@@ -758,8 +859,8 @@ def _shared_workspaces(path: str, kind: str, c: int, k: int, h: int, w: int, dty
     call (_shared) instead of once per task."""
     if kind != "forward":
         return []
-    if path == "winograd":
-        return [((16, c, k), dtype)]
+    if path in _TILE:
+        return [(((_TILE[path] + 2) ** 2, c, k), dtype)]
     sh = Shift.of(h, w, c)
     return [((sh.groups * k, sh.taps * c), dtype)]
 
@@ -767,23 +868,27 @@ def _shared_workspaces(path: str, kind: str, c: int, k: int, h: int, w: int, dty
 def _shared(ctx, path: str, kind: str, f, c: int, k: int, h: int, w: int, dtype) -> list[np.ndarray]:
     """The buffers of _shared_workspaces, filled (f: the forward conv's filter (3, 3, c, k); None for 'filter')."""
     bufs = [ctx.workspace(s, d) for s, d in _shared_workspaces(path, kind, c, k, h, w, dtype)]
-    if kind == "forward" and path == "winograd":
-        _wino_filter(f, bufs[0])
+    if kind == "forward" and path in _TILE:
+        _wino_filter(f, bufs[0], _TILE[path])
     elif kind == "forward":
         Shift.of(h, w, c).weights(f, bufs[0])
     return bufs
 
 
 def _fast_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
-    if _path(x.shape[1], y.shape[1]) == "winograd":
-        _wino_conv(ctx, x, shared, y, div)
+    _, c, h, w = x.shape
+    path = _path(c, y.shape[1], h, w)
+    if path in _TILE:
+        _wino_conv(ctx, x, shared, y, div, _TILE[path])
     else:
         _shift_conv(ctx, x, shared, y, div)
 
 
 def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
-    if _path(x.shape[1], dy.shape[1]) == "winograd":
-        _wino_backprop_filter(ctx, x, dy, df, shared, div)
+    _, c, h, w = x.shape
+    path = _path(c, dy.shape[1], h, w)
+    if path in _TILE:
+        _wino_backprop_filter(ctx, x, dy, df, shared, div, _TILE[path])
     else:
         _shift_backprop_filter(ctx, x, dy, df, shared, div)
 
@@ -813,7 +918,7 @@ def _fast_grain(n: int, c: int, k: int, h: int, w: int) -> int:
     as much per image as 8 (conv4 of Mentee, one thread): 8 images at least, unless the call has fewer than 8
     per thread (a micro-batch of a streamed prefix: 8 images in one task left the second core idle, +73% wall
     time), where smaller tasks beat idle threads."""
-    least = 8 if _path(c, k) == "winograd" else 1
+    least = 8 if _path(c, k, h, w) in _TILE else 1
     return _grain(18 * h * w * c * k, min(least, max(1, n // threads.current())))
 
 
@@ -875,7 +980,7 @@ def _conv2d(ctx, ins, outs, attrs):
     elif is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
         k, dtype = f.shape[3], as_dtype(x.dtype)
-        shared = _shared(ctx, _path(c, k), "forward", f, c, k, h, w, dtype)
+        shared = _shared(ctx, _path(c, k, h, w), "forward", f, c, k, h, w, dtype)
         _over_images(ctx, n, _fast_grain(n, c, k, h, w), _fast_ws("forward", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], shared, out[lo:hi], _divisor(attrs)), y)
     else:
@@ -891,7 +996,7 @@ def _conv2d_ws(ins, attrs):
     if is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
         k = f.shape[3]
-        return (_shared_workspaces(_path(c, k), "forward", c, k, h, w, x.dtype)
+        return (_shared_workspaces(_path(c, k, h, w), "forward", c, k, h, w, x.dtype)
                 + _sharded_workspaces(n, _fast_grain(n, c, k, h, w), _fast_ws("forward", n, c, k, h, w, x.dtype,
                                                                            _divisor(attrs))))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
@@ -908,7 +1013,7 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
     elif is_fast(dx.shape, f.shape, attrs):
         n, c, h, w = dx.shape
         k, dtype = f.shape[3], as_dtype(dy.dtype)  # a conv of dy's k channels into c
-        shared = _shared(ctx, _path(k, c), "forward", _flipped(f), k, c, h, w, dtype)
+        shared = _shared(ctx, _path(k, c, h, w), "forward", _flipped(f), k, c, h, w, dtype)
         _over_images(ctx, n, _fast_grain(n, k, c, h, w), _fast_ws("forward", n, k, c, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], shared, out[lo:hi], _divisor(attrs)), dx)
     else:
@@ -926,7 +1031,7 @@ def _conv2d_backprop_input_ws(ins, attrs):
     if is_fast(x_shape, f.shape, attrs):
         n, c, h, w = x_shape
         k = f.shape[3]
-        return (_shared_workspaces(_path(k, c), "forward", k, c, h, w, f.dtype)
+        return (_shared_workspaces(_path(k, c, h, w), "forward", k, c, h, w, f.dtype)
                 + _sharded_workspaces(n, _fast_grain(n, k, c, h, w), _fast_ws("forward", n, k, c, h, w, f.dtype,
                                                                            _divisor(attrs))))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
@@ -944,7 +1049,7 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
         k, dtype = df.shape[3], as_dtype(x.dtype)
-        shared = _shared(ctx, _path(c, k), "filter", None, c, k, h, w, dtype)
+        shared = _shared(ctx, _path(c, k, h, w), "filter", None, c, k, h, w, dtype)
         _over_images(ctx, n, _fast_grain(n, c, k, h, w),
                      _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
@@ -965,7 +1070,7 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
         k = f_shape[3]
-        return (_shared_workspaces(_path(c, k), "filter", c, k, h, w, x.dtype)
+        return (_shared_workspaces(_path(c, k, h, w), "filter", c, k, h, w, x.dtype)
                 + _sharded_workspaces(n, _fast_grain(n, c, k, h, w),
                                       _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)

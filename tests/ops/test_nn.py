@@ -31,17 +31,19 @@ def _conv_problem(rng, n, c, k, h, w, dtype):
 
 
 def _passes(path, x, f, dy):
-    """(forward, input gradient, filter gradient) computed by one path: 'winograd', 'shift' or 'generic'."""
+    """(forward, input gradient, filter gradient) computed by one path: 'winograd', 'winograd4', 'shift' or
+    'generic'."""
     y, dx, df = np.empty_like(dy), np.empty_like(x), np.empty_like(f)
     ctx = RecordingCtx()
     (_, c, h, w), k, dtype = x.shape, f.shape[3], tf.as_dtype(x.dtype)
     forward = conv._shared(ctx, path, "forward", f, c, k, h, w, dtype) if path != "generic" else None
     backward = conv._shared(ctx, path, "forward", conv._flipped(f), k, c, h, w, dtype) if path != "generic" else None
     filter_grad = conv._shared(ctx, path, "filter", None, c, k, h, w, dtype) if path != "generic" else None
-    if path == "winograd":
-        conv._wino_conv(ctx, x, forward, y)
-        conv._wino_conv(ctx, dy, backward, dx)
-        conv._wino_backprop_filter(ctx, x, dy, df, filter_grad)
+    if path in conv._TILE:
+        r = conv._TILE[path]
+        conv._wino_conv(ctx, x, forward, y, r=r)
+        conv._wino_conv(ctx, dy, backward, dx, r=r)
+        conv._wino_backprop_filter(ctx, x, dy, df, filter_grad, r=r)
     elif path == "shift":
         conv._shift_conv(ctx, x, forward, y)
         conv._shift_conv(ctx, dy, backward, dx)
@@ -58,7 +60,12 @@ SHAPES = [(4, 3, 32, 32, 32), (4, 32, 32, 32, 32), (4, 32, 64, 16, 16), (4, 64, 
           (4, 64, 128, 8, 8), (3, 5, 7, 9, 7), (5, 2, 3, 1, 1), (2, 4, 3, 2, 5), (7, 3, 2, 6, 3)]
 
 
-@pytest.mark.parametrize("path", ["winograd", "shift"])
+# Each path's float32 results against the generic path's, as a fraction of the largest: F(4x4)'s transforms
+# (factors of 4 to 8, and 1/6) round ~10x more than F(2x2)'s or a GEMM's (test_winograd4_float32_error).
+FLOAT32_ERROR = {"winograd": 2e-6, "winograd4": 2e-5, "shift": 2e-6}
+
+
+@pytest.mark.parametrize("path", ["winograd", "winograd4", "shift"])
 @pytest.mark.parametrize("n,c,k,h,w", SHAPES)
 def test_fast_conv_matches_generic(path, n, c, k, h, w):
     rng = np.random.default_rng(n * 1000 + c * 10 + h)
@@ -66,22 +73,65 @@ def test_fast_conv_matches_generic(path, n, c, k, h, w):
     for what, a, b in zip(("forward", "input gradient", "filter gradient"), _passes(path, x, f, dy),
                           _passes("generic", x, f, dy)):
         scale = np.abs(b).max()
-        np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * scale,
+        np.testing.assert_allclose(a, b, rtol=0, atol=FLOAT32_ERROR[path] * scale,
                                    err_msg=f"{path} {what} {(n, c, k, h, w)}")
 
 
-@pytest.mark.parametrize("path", ["winograd", "shift"])
+@pytest.mark.parametrize("path", ["winograd", "winograd4", "shift"])
 def test_fast_conv_float64_is_exact(path):
-    for c in (4, 12):  # the shift path puts all 9 taps in its columns for few channels, 3 for more
-        x, f, dy = _conv_problem(np.random.default_rng(c), 3, c, 5, 7, 6, np.float64)
+    for c, h, w in ((4, 7, 6), (12, 7, 6), (4, 9, 11)):  # the shift path: 9 taps in its columns for few channels
+        x, f, dy = _conv_problem(np.random.default_rng(c + h), 3, c, 5, h, w, np.float64)
         for a, b in zip(_passes(path, x, f, dy), _passes("generic", x, f, dy)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_winograd4_float32_error():
+    """F(4x4, 3x3) in float32 against the float64 reference on Mentee's conv2-5 at real scale (ReLU outputs in,
+    He-normal filters, gradients of 1e-3): within 1e-5 of each result's largest value (measured 3-8e-6, F(2x2)
+    and the shift path 2-6e-7), and every filter and input gradient within the op table's float32 tolerance
+    (1e-5 relative and absolute; the forward's outputs near zero are up to 2.2x over it, measured)."""
+    for c, k, h in ((32, 32, 32), (32, 64, 16), (64, 64, 16), (64, 128, 8)):
+        rng = np.random.default_rng(c + k + h)
+        x = np.maximum(rng.standard_normal((2, c, h, h)), 0)
+        f = rng.standard_normal((3, 3, c, k)) * np.sqrt(2 / (9 * c))
+        dy = rng.standard_normal((2, k, h, h)) * 1e-3
+        got = _passes("winograd4", x.astype(np.float32), f.astype(np.float32), dy.astype(np.float32))
+        for what, a, b in zip(("forward", "input gradient", "filter gradient"), got, _passes("generic", x, f, dy)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max(), err_msg=f"{what} {(c, k, h)}")
+            if what != "forward":
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"{what} {(c, k, h)}")
+
+
+def test_winograd4_gradients_match_finite_differences():
+    """Conv2D of 32 into 32 channels on 8x8 images (F(4x4)'s path) in a float64 graph: the directional
+    derivatives of a weighted sum of its output along random directions of x and f, by tf.gradients and by
+    central differences."""
+    assert conv._path(32, 32, 8, 8) == "winograd4"
+    rng = np.random.default_rng(5)
+    xv, fv = rng.standard_normal((2, 32, 8, 8)), rng.standard_normal((3, 3, 32, 32)) * 0.1
+    g = tf.Graph()
+    with g.as_default():
+        x, f = tf.placeholder(tf.float64, xv.shape), tf.placeholder(tf.float64, fv.shape)
+        y = tf.nn.conv2d(x, f, [1, 1, 1, 1], "SAME", data_format="NCHW")
+        loss = tf.reduce_sum(tf.tanh(y) * tf.constant(rng.standard_normal((2, 32, 8, 8))))
+        grads = tf.gradients(loss, [x, f])
+        with tf.Session(graph=g) as sess:
+            gx, gf = sess.run(grads, {x: xv, f: fv})
+            for _ in range(3):
+                vx, vf = rng.standard_normal(xv.shape), rng.standard_normal(fv.shape)
+                eps = 1e-5
+                plus = sess.run(loss, {x: xv + eps * vx, f: fv + eps * vf})
+                minus = sess.run(loss, {x: xv - eps * vx, f: fv - eps * vf})
+                np.testing.assert_allclose((plus - minus) / (2 * eps), (gx * vx).sum() + (gf * vf).sum(), rtol=1e-5)
+
+
 def test_fast_path_choice():
-    assert conv._path(64, 128) == "winograd" and conv._path(128, 64) == "winograd"
-    assert conv._path(3, 32) == "shift" and conv._path(32, 32) == "shift"
-    assert conv._path(32, 64) == "winograd" and conv._path(16, 64) == "shift" and conv._path(64, 64) == "winograd"
+    assert conv._path(64, 128, 8, 8) == "winograd4" and conv._path(128, 64, 8, 8) == "winograd4"
+    assert conv._path(3, 32, 32, 32) == "shift" and conv._path(16, 64, 16, 16) == "shift"
+    assert conv._path(32, 32, 32, 32) == "winograd4" and conv._path(32, 64, 16, 16) == "winograd4"
+    # F(4x4)'s tiles where they take fewer multiplies than F(2x2)'s: not on 6x6 (a tie) or 2x2 images
+    assert conv._path(64, 64, 6, 6) == "winograd" and conv._path(64, 64, 2, 2) == "winograd"
+    assert conv._path(64, 64, 4, 4) == "winograd4" and conv._path(64, 64, 7, 6) == "winograd4"
     assert conv.Shift.of(32, 32, 3).taps == 9 and conv.Shift.of(32, 32, 32).taps == 3
 
 
@@ -143,6 +193,7 @@ def test_generic_conv_on_rows_reads_a_strided_input():
     (NCHW_SAME, (5, 3, 7, 6), (3, 3, 3, 4)),                                                   # shift, 9 taps
     (NCHW_SAME, (5, 12, 7, 6), (3, 3, 12, 4)),                                                 # shift, 3 taps
     (NCHW_SAME, (3, 64, 5, 6), (3, 3, 64, 64)),                                                # winograd
+    (NCHW_SAME, (3, 32, 9, 7), (3, 3, 32, 32)),                                                # winograd4
     (dict(NCHW_SAME, strides=[1, 1, 2, 1]), (5, 3, 7, 6), (3, 3, 3, 4)),                       # generic NCHW
     (dict(NCHW_SAME, data_format="NHWC", padding="VALID"), (5, 7, 6, 3), (2, 3, 3, 4)),        # generic NHWC
     (NCHW_SAME, (5, 6, 5, 4), (1, 1, 6, 7)),                                                   # pointwise NCHW
