@@ -60,7 +60,7 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         launch = [args.mpiexec, "-n", str(ranks)] if backend == "mpi" else [
-            str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node", str(ranks),
+            _torchrun(), "--standalone", "--nproc-per-node", str(ranks),
             "--no-python", "--"]  # `--`: torchrun's parser would take the program's --log for its own --log-dir
         cmd = train if ranks == 1 and not alone else [*launch, *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
@@ -87,6 +87,12 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
                          "first 2): give more")
     return float(np.median(speeds)), [line for line in err.splitlines()
                                       if line.startswith("tfplus all-") or "RuntimeWarning" in line]
+
+
+def _torchrun() -> str:
+    """torchrun beside this interpreter (a venv's), else the one on PATH (a system-wide torch's)."""
+    beside = Path(sys.executable).parent / "torchrun"
+    return str(beside) if beside.exists() else shutil.which("torchrun") or "torchrun"
 
 
 def _assignments(extra: str) -> dict:
