@@ -17,6 +17,12 @@ import tfplus.kernels.numpy  # noqa: F401  the cpu kernels, as any session regis
 # (on a machine where the OpenCL runtime cannot load), and says so in each skipped test's reason.
 CPU_ONLY = "TFPLUS_TESTS_CPU_ONLY"
 
+# Tests that start tfplus's program cache empty point XDG_CACHE_HOME at a temporary folder, and PoCL's cache of
+# compiled kernels (the driver's own, as CUDA_CACHE_PATH is) would follow it into their child processes, which then
+# compile every program from source. Pinned where PoCL keeps it (before any device loads); a set one wins.
+_CACHE_HOME = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+os.environ.setdefault("POCL_CACHE_DIR", os.path.join(_CACHE_HOME, "pocl", "kcache"))
+
 
 def _devices() -> list[str]:
     if os.environ.get(CPU_ONLY) == "1":
