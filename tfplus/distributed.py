@@ -150,7 +150,9 @@ def _backend(given: str | None) -> str:
     if value:
         raise ValueError(f"{what}={value!r}: give mpi (mpi4py, under mpiexec) or gloo (torch.distributed, under "
                          "torchrun), or leave it unset to follow the launcher")
-    torchrun = all(v in os.environ for v in _TORCHRUN) and not any(v in os.environ for v in _LAUNCHER_SIZES)
+    # Some of torchrun's variables (WORLD_SIZE=2 set by hand, say) pick gloo too, whose start then names the missing
+    # ones: MPI would run this process alone, a world of one training the whole job.
+    torchrun = any(v in os.environ for v in _TORCHRUN) and not any(v in os.environ for v in _LAUNCHER_SIZES)
     return "gloo" if torchrun else "mpi"
 
 

@@ -56,6 +56,7 @@ TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MAS
     (None, TORCHRUN_ENV, "gloo"),                             # torchrun's variables
     (None, {**TORCHRUN_ENV, "PMI_SIZE": "2"}, "mpi"),         # mpiexec's too: MPI's launcher started it
     (None, {}, "mpi"),                                        # no launcher: MPI (a world of one)
+    (None, {"WORLD_SIZE": "2"}, "gloo"),                      # part of torchrun's: gloo, which names the rest
     ("GLOO", {}, "gloo"),                                     # forced, in any case
     ("mpi", TORCHRUN_ENV, "mpi"),
 ])
@@ -85,9 +86,10 @@ def test_gloo_with_part_of_torchruns_variables_says_how_to_launch(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(distributed.LaunchError, match=r"MASTER_ADDR, MASTER_PORT are unset: start the ranks with "
-                                                      r"torchrun --nproc-per-node N"):
-        distributed.init(backend="gloo")
+    for backend in ("gloo", None):  # forced, or picked by the variables set
+        with pytest.raises(distributed.LaunchError, match=r"MASTER_ADDR, MASTER_PORT are unset: start the ranks "
+                                                          r"with torchrun --nproc-per-node N"):
+            distributed.init(backend=backend)
     assert not distributed.is_initialized()
 
 
